@@ -1,0 +1,65 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// The `LTTng` trait (on by default) compiles the LTTng-UST tracepoint provider into `CLTTng` and makes it the
+// default tracing backend. Build with `--disable-default-traits` on a machine without liblttng-ust: tracing then
+// falls back to the no-op backend, and the in-memory backend still works.
+let lttng: Set<String> = ["LTTng"]
+
+let package = Package(
+    name: "Katana",
+    products: [
+        .library(name: "Katana", targets: ["Katana"]),
+        .library(name: "KatanaTrace", targets: ["KatanaTrace"]),
+        .executable(name: "katana-bench", targets: ["katana-bench"]),
+    ],
+    traits: [
+        .trait(name: "LTTng", description: "Emit LTTng-UST tracepoints (needs liblttng-ust-dev)."),
+        .default(enabledTraits: ["LTTng"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+    ],
+    targets: [
+        .target(
+            name: "CLTTng",
+            cSettings: [.define("KATANA_LTTNG", .when(traits: lttng)), .headerSearchPath(".")],
+            linkerSettings: [
+                .linkedLibrary("lttng-ust", .when(traits: lttng)),
+                .linkedLibrary("dl", .when(traits: lttng)),
+            ]
+        ),
+        .target(
+            name: "KatanaTrace",
+            dependencies: ["CLTTng"],
+            swiftSettings: [.define("KATANA_LTTNG", .when(traits: lttng))]
+        ),
+        .target(
+            name: "Katana",
+            dependencies: [
+                "KatanaTrace",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "katana-bench",
+            dependencies: [
+                "Katana",
+                "KatanaTrace",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
+        .testTarget(
+            name: "KatanaTests",
+            dependencies: ["Katana", "KatanaTrace", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "KatanaTraceTests",
+            dependencies: ["Katana", "KatanaTrace"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

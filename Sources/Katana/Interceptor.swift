@@ -1,0 +1,101 @@
+import Glibc
+
+/// Forwards an item to the rest of the interceptor chain (and, at its end, to the store).
+public typealias StoreInterceptorNext = @Sendable (any Dispatchable) throws -> Void
+/// One interceptor's handler for a dispatched item.
+public typealias StoreInterceptorChain = @Sendable (any Dispatchable) throws -> Void
+/// Katana's interceptor: initialised once, when the store becomes ready, with a context for reading state and
+/// dispatching; then given `next` and asked for a handler.
+///
+/// Contract (as in Katana): the first interceptor in the store's array runs first. A handler that returns
+/// without calling `next` drops the item (its handle resolves, or is rejected with
+/// ``KatanaError/returningSideEffectNotExecuted(_:)`` for a returning side effect); one that throws blocks the
+/// item and rejects its handle with that error; one that calls `next` with another item dispatches that item
+/// instead. For a state updater, `next` applies it before returning, so state read after `next` is the new one;
+/// for a side effect, the body starts after the whole chain has returned. Handlers are synchronous and run on
+/// the thread that runs the item. Calling `next` later (after the handler returned) dispatches the item anew,
+/// past the interceptors.
+public typealias StoreInterceptor = @Sendable (AnySideEffectContext) -> @Sendable (@escaping StoreInterceptorNext) -> StoreInterceptorChain
+
+/// A Redux middleware: `(getState, dispatch) -> (next) -> (action) -> Void`.
+public typealias StoreMiddleware = @Sendable (
+    _ getState: @escaping GetState,
+    _ dispatch: @escaping @Sendable (any Dispatchable) -> Void
+) -> @Sendable (_ next: @escaping @Sendable (any Dispatchable) -> Void) -> @Sendable (any Dispatchable) -> Void
+
+/// Wraps a Redux-style middleware as a Katana interceptor. The middleware's `dispatch` goes through the whole
+/// chain again; its `next` continues the chain. An error from the rest of the chain, which a middleware's
+/// non-throwing `next` cannot carry, still rejects the item's handle.
+public func middlewareToInterceptor(_ middleware: @escaping StoreMiddleware) -> StoreInterceptor {
+    { context in
+        let configured = middleware(
+            { context.getAnyState() ?? EmptyState() },
+            { item in context.anyDispatch(item) }
+        )
+        return { next in
+            { item in
+                let failure = FirstError()
+                configured { forwarded in
+                    do { try next(forwarded) } catch { failure.record(error) }
+                }(item)
+                if let error = failure.error { throw error }
+            }
+        }
+    }
+}
+
+/// What `getState` returns to a middleware whose store is gone.
+struct EmptyState: State {}
+
+/// The first error thrown by `next` inside a middleware call.
+private final class FirstError: @unchecked Sendable {
+    // Guarded by `lock`: a middleware may call `next` from another thread.
+    private let lock = Lock()
+    private var stored: (any Error)?
+
+    var error: (any Error)? { lock.withLock { stored } }
+
+    func record(_ error: any Error) {
+        lock.withLock { if stored == nil { stored = error } }
+    }
+}
+
+/// The interception in progress on this thread: lets the store's final `next` tell a call made synchronously
+/// from inside the chain (apply or run this item now) from a deferred one (dispatch anew).
+struct InterceptionFrame {
+    let store: ObjectIdentifier
+    let kind: DispatchKind
+    let recordChanges: Bool
+    var nextCalled = false
+    var replacement: (any Dispatchable)?
+}
+
+private let interceptionFrameKey: pthread_key_t = {
+    var key = pthread_key_t()
+    let rc = pthread_key_create(&key, nil)
+    precondition(rc == 0, "pthread_key_create failed: \(rc)")
+    return key
+}()
+
+import KatanaTrace
+
+enum InterceptionFrames {
+    /// Runs `body` with `frame` as this thread's current frame (restoring the previous one after).
+    @inline(__always)
+    static func with<R>(_ frame: inout InterceptionFrame, _ body: () -> R) -> R {
+        let previous = pthread_getspecific(interceptionFrameKey)
+        return withUnsafeMutablePointer(to: &frame) { pointer in
+            pthread_setspecific(interceptionFrameKey, pointer)
+            defer { pthread_setspecific(interceptionFrameKey, previous) }
+            return body()
+        }
+    }
+
+    /// This thread's current frame, if it belongs to `store`.
+    @inline(__always)
+    static func current(for store: ObjectIdentifier) -> UnsafeMutablePointer<InterceptionFrame>? {
+        guard let raw = pthread_getspecific(interceptionFrameKey) else { return nil }
+        let frame = raw.assumingMemoryBound(to: InterceptionFrame.self)
+        return frame.pointee.store == store ? frame : nil
+    }
+}

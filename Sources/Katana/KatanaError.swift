@@ -1,0 +1,40 @@
+/// Errors the store reports on a dispatch handle instead of crashing. Each case says what to change.
+public enum KatanaError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A state updater for another state type was dispatched to this store.
+    case stateTypeMismatch(expected: String, got: String)
+    /// A side effect declares a `StateType`/`Dependencies` pair that is not this store's.
+    case contextTypeMismatch(expected: String, got: String)
+    /// The dispatched item is neither a ``StateUpdater`` nor a side effect.
+    case notDispatchable(String)
+    /// The dispatched item is both a ``StateUpdater`` and a side effect; the store cannot tell which to run.
+    case ambiguousDispatchable(String)
+    /// An interceptor neither forwarded a returning side effect nor threw, so there is no value to return.
+    case returningSideEffectNotExecuted(String)
+    /// An interceptor replaced a returning side effect with an item whose result is not `expected`.
+    case returnValueTypeMismatch(expected: String, got: String)
+    /// The store was released before the item could run.
+    case storeReleased
+    /// A reducer dispatched while the store was applying it (reducer API).
+    case dispatchFromReducer(String)
+
+    public var description: String {
+        switch self {
+        case let .stateTypeMismatch(expected, got):
+            "state updater \(got) cannot update \(expected): dispatch it to a store whose state is its StateType"
+        case let .contextTypeMismatch(expected, got):
+            "side effect needs a context of \(expected) but the store provides \(got): make its StateType and Dependencies match the store's"
+        case let .notDispatchable(name):
+            "\(name) is neither a StateUpdater nor a SideEffect/ReturningSideEffect: conform it to exactly one"
+        case let .ambiguousDispatchable(name):
+            "\(name) is both a StateUpdater and a side effect: split it into two types"
+        case let .returningSideEffectNotExecuted(name):
+            "an interceptor dropped the returning side effect \(name) without throwing, so it has no return value: throw from the interceptor instead"
+        case let .returnValueTypeMismatch(expected, got):
+            "an interceptor replaced a returning side effect expecting \(expected) with \(got), which returns something else"
+        case .storeReleased:
+            "the store was released before the item could run"
+        case let .dispatchFromReducer(name):
+            "\(name) was dispatched from inside a reducer: reducers must be pure; dispatch from a middleware or side effect"
+        }
+    }
+}

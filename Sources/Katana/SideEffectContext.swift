@@ -1,0 +1,77 @@
+/// What a side effect receives: the store's dependencies, its state, and a way to dispatch more items.
+/// Items dispatched through a context are traced as children of the side effect (`parent_id`).
+///
+/// The context holds the store weakly: if the store is released while a side effect still runs, `getState()`
+/// returns the state's `init()` value and dispatches are rejected with ``KatanaError/storeReleased``.
+public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sendable {
+    public let dependencies: D
+    weak var store: Store<S, D>?
+    /// The trace id of the side effect this context belongs to (0 when tracing was off).
+    public let parentID: UInt64
+
+    init(store: Store<S, D>, parentID: UInt64) {
+        self.store = store
+        self.dependencies = store.dependencies
+        self.parentID = parentID
+    }
+
+    /// The state as of now: it reflects every updater whose handle has resolved.
+    public func getState() -> S { store?.state ?? S() }
+
+    @discardableResult
+    public func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
+        guard let store else { return .rejected(KatanaError.storeReleased) }
+        return store.dispatchUpdater(updater, parentID: parentID)
+    }
+
+    @discardableResult
+    public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
+        guard let store else { return .rejected(KatanaError.storeReleased) }
+        return store.dispatchSideEffect(sideEffect, parentID: parentID, as: Void.self)
+    }
+
+    @discardableResult
+    public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
+        guard let store else { return .rejected(KatanaError.storeReleased) }
+        return store.dispatchSideEffect(sideEffect, parentID: parentID, as: E.ReturnValue.self)
+    }
+
+    @discardableResult
+    public func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
+        guard let store else { return .rejected(KatanaError.storeReleased) }
+        return store.anyDispatch(item, parentID: parentID)
+    }
+}
+
+/// The erased context: what interceptors and ``AnySideEffect`` receive.
+public struct AnySideEffectContext: Sendable {
+    weak var store: (any StoreInternals)?
+    public let parentID: UInt64
+
+    init(store: any StoreInternals, parentID: UInt64) {
+        self.store = store
+        self.parentID = parentID
+    }
+
+    /// The store's dependencies, or `nil` if the store is gone.
+    public var anyDependencies: (any SideEffectDependencyContainer)? { store?.anyDependencies }
+
+    /// The store's current state, or `nil` if the store is gone.
+    public func getAnyState() -> (any State)? { store?.anyState }
+
+    /// Dispatches any item as a child of this context's side effect.
+    @discardableResult
+    public func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
+        guard let store else { return .rejected(KatanaError.storeReleased) }
+        return store.anyDispatch(item, parentID: parentID)
+    }
+
+    /// The typed context for a side effect declaring `S` and `D`.
+    public func typed<S: State, D: SideEffectDependencyContainer>(_: S.Type, _: D.Type) throws -> SideEffectContext<S, D> {
+        guard let store else { throw KatanaError.storeReleased }
+        guard let typed = store as? Store<S, D> else {
+            throw KatanaError.contextTypeMismatch(expected: "Store<\(S.self), \(D.self)>", got: "\(type(of: store))")
+        }
+        return SideEffectContext(store: typed, parentID: parentID)
+    }
+}

@@ -1,0 +1,62 @@
+/// The type-erased form of ``StateUpdater``. Conform to ``StateUpdater`` instead; this protocol is what
+/// interceptors and `anyDispatch` see.
+public protocol AnyStateUpdater: Dispatchable {
+    /// Katana's erased form: returns a new state built from `currentState`.
+    /// Throws ``KatanaError/stateTypeMismatch(expected:got:)`` when `currentState` is not the updater's state type.
+    func updatedState(currentState: any State) throws -> any State
+
+    /// Applies the updater in place to a state of type `T`. The store calls this: it avoids copying the state.
+    /// Throws ``KatanaError/stateTypeMismatch(expected:got:)`` when `T` is not the updater's state type.
+    func _apply<T: State>(to state: inout T) throws(KatanaError)
+}
+
+/// A pure, synchronous change of the state. The store applies updaters one at a time, in dispatch order.
+///
+/// `updateState` runs while the store holds its state lock: it must not read or dispatch to the store
+/// (use a ``SideEffect`` for that) and should be quick, since every other updater waits for it.
+public protocol StateUpdater<StateType>: AnyStateUpdater {
+    associatedtype StateType: State
+    func updateState(_ state: inout StateType)
+}
+
+extension AnyStateUpdater {
+    public func _apply<T: State>(to state: inout T) throws(KatanaError) {
+        guard let updated = try? updatedState(currentState: state), let typed = updated as? T else {
+            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(type(of: self))")
+        }
+        state = typed
+    }
+}
+
+extension StateUpdater {
+    public func updatedState(currentState: any State) throws -> any State {
+        guard var typed = currentState as? StateType else {
+            throw KatanaError.stateTypeMismatch(expected: "\(StateType.self)", got: "\(type(of: currentState))")
+        }
+        updateState(&typed)
+        return typed
+    }
+
+    @inline(__always)
+    public func _apply<T: State>(to state: inout T) throws(KatanaError) {
+        guard T.self == StateType.self else {
+            throw KatanaError.stateTypeMismatch(expected: "\(StateType.self)", got: "\(T.self)")
+        }
+        // T and StateType are the same type (checked above): mutate in place, so a copy-on-write state is not copied.
+        withUnsafeMutablePointer(to: &state) { pointer in
+            UnsafeMutableRawPointer(pointer).withMemoryRebound(to: StateType.self, capacity: 1) { typed in
+                updateState(&typed.pointee)
+            }
+        }
+    }
+}
+
+/// A state updater built from a closure: `store.dispatch(ClosureStateUpdater { $0.counter += 1 })`-style code in
+/// tests and small tools, where declaring a type would be noise.
+public struct ClosureStateUpdater<StateType: State>: StateUpdater {
+    private let body: @Sendable (inout StateType) -> Void
+
+    public init(_ body: @escaping @Sendable (inout StateType) -> Void) { self.body = body }
+
+    public func updateState(_ state: inout StateType) { body(&state) }
+}

@@ -1,0 +1,573 @@
+import Dispatch
+import KatanaTrace
+import Synchronization
+
+/// Unsubscribes a listener added with `addListener`. Calling it more than once is harmless.
+public typealias StoreUnsubscribe = @Sendable () -> Void
+
+/// A store seen without its dependency type: for code that reads state and dispatches but must not reach the
+/// dependencies (views, routers, reducers).
+public protocol AnyStore: AnyObject, Sendable {
+    /// The current state, erased.
+    var anyState: any State { get }
+    /// Whether the state initializer has run and interceptors are set up.
+    var isReady: Bool { get }
+    /// Dispatches any item (see `Store.dispatch`).
+    @discardableResult func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable>
+}
+
+/// What contexts and the interceptor chain need from a store, whatever its types.
+protocol StoreInternals: AnyStore {
+    var anyDependencies: any SideEffectDependencyContainer { get }
+    func anyDispatch(_ item: any Dispatchable, parentID: UInt64) -> DispatchHandle<any Sendable>
+}
+
+/// The state machinery shared by every `Store<S, D>`: the updater lane, listeners, readiness, side-effect
+/// launch. Hand a `PartialStore<S>` to code that must not see the store's dependencies.
+///
+/// ## Threading contract
+/// - `dispatch` returns at once from any thread; it never waits for other dispatches' work.
+/// - State updaters are applied one at a time, in a single global order that respects each producer's dispatch
+///   order, even when an earlier one is slow. When the updater lane is idle, the dispatching thread applies its
+///   own updater before `dispatch` returns (so awaiting its handle does not suspend); when the lane is busy the
+///   updater is queued and applied in a batch by whichever thread holds the lane, or by the store's serial
+///   updater queue.
+/// - Listeners receive `(old, new)` for every applied updater, in order, on the configured listener executor,
+///   before the updater's handle resolves.
+/// - Side effects run concurrently with each other and with the lane, each in its own task on Swift's global
+///   concurrent executor.
+/// - Tracing: every dispatch emits `dispatch_enqueue`, `dispatch_begin` and `dispatch_end` to the store's
+///   trace backend (LTTng by default), sharing one id; items dispatched from a side effect carry its id as
+///   `parent_id`.
+public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
+    // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
+    // beside it, or owned by the lane holder — the one thread that set `laneBusy` under `laneLock`; ownership
+    // passes between threads only through `laneLock`, which orders the accesses. `chain` is written once, in
+    // `becomeReady`, before the store is marked ready under `laneLock`, and only read after that.
+
+    /// The identity stores report in traces (`store_ready`, `listeners_notified`).
+    public let storeID: UInt64
+    /// The executors this store runs its own work on.
+    public let configuration: StoreConfiguration
+
+    let tracer: any TraceBackend
+    let laneLock = Lock()
+    let stateLock = Lock()
+    /// Shared by every pending handle of this store.
+    let completionLock = Lock()
+
+    private var _state: S = S()  // stateLock
+
+    private var pending: [LaneItem] = []  // laneLock
+    private var laneBusy = false  // laneLock
+    private var held: [HeldItem]? = []  // laneLock; nil once ready
+    private var listeners: [ListenerBox<S>] = []  // laneLock
+
+    private var drainBuffer: [LaneItem] = []  // lane holder
+    private var changes: [(S, S)] = []  // lane holder
+    private var finished: [(AnyHandleCell, (any Error)?)] = []  // lane holder
+    private var chain: StoreInterceptorChain?  // written once before ready
+
+    private let sideEffectsInFlight = Atomic<Int>(0)
+    private let updaterQueue: DispatchQueue
+
+    init(configuration: StoreConfiguration) {
+        self.configuration = configuration
+        self.tracer = KatanaTracing.backend
+        self.storeID = KatanaTracing.nextID()
+        self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
+    }
+
+    // MARK: Reading
+
+    /// The current state: reflects every updater whose handle has resolved. `S()` until the store is ready.
+    public final var state: S {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        return _state
+    }
+
+    public final var anyState: any State { state }
+
+    /// Whether the state initializer has run and the interceptors are initialised. Items dispatched before
+    /// that are held and run, in order, once it is.
+    public final var isReady: Bool { laneLock.withLock { held == nil } }
+
+    var anyDependencies: any SideEffectDependencyContainer {
+        fatalError("PartialStore is abstract; Store overrides anyDependencies")
+    }
+
+    /// Side effects of this store running right now.
+    public final var sideEffectsRunning: Int { sideEffectsInFlight.load(ordering: .relaxed) }
+
+    // MARK: Listeners
+
+    /// Calls `listener` with `(oldState, newState)` for every applied state updater from now on, in order, on
+    /// the configured listener executor. Safe to call from any thread; the returned closure unsubscribes, after
+    /// which the listener is not called again.
+    @discardableResult
+    public final func addListener(_ listener: @escaping @Sendable (_ oldState: S, _ newState: S) -> Void) -> StoreUnsubscribe {
+        let box = ListenerBox(listener)
+        laneLock.withLock { listeners.append(box) }
+        return { [weak self] in
+            box.deactivate()
+            guard let self else { return }
+            self.laneLock.withLock { self.listeners.removeAll { $0 === box } }
+        }
+    }
+
+    // MARK: Dispatching
+
+    /// Dispatches a state updater. Returns at once; the handle resolves once the state is updated.
+    @discardableResult
+    public final func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false)
+    }
+
+    /// Dispatches any item: a state updater, a side effect or a returning side effect. The handle carries the
+    /// side effect's return value (`()` for the others). Items of the wrong state type, or that are both or
+    /// neither kind, reject the handle with a ``KatanaError``.
+    @discardableResult
+    public final func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
+        anyDispatch(item, parentID: 0)
+    }
+
+    final func anyDispatch(_ item: any Dispatchable, parentID: UInt64) -> DispatchHandle<any Sendable> {
+        anyDispatch(item, parentID: parentID, bypassInterceptors: false)
+    }
+
+    final func anyDispatch(_ item: any Dispatchable, parentID: UInt64, bypassInterceptors: Bool) -> DispatchHandle<any Sendable> {
+        let isUpdater = item is any AnyStateUpdater
+        let isSideEffect = item is any AnySideEffect
+        if isUpdater && isSideEffect {
+            return .rejected(KatanaError.ambiguousDispatchable("\(type(of: item))"))
+        }
+        if let updater = item as? any AnyStateUpdater {
+            return enqueueUpdater(updater, type: type(of: item), parentID: parentID, success: () as any Sendable,
+                                  bypassInterceptors: bypassInterceptors)
+        }
+        if let sideEffect = item as? any AnySideEffect {
+            return enqueueSideEffect(sideEffect, type: type(of: item), parentID: parentID, as: (any Sendable).self,
+                                     bypassInterceptors: bypassInterceptors)
+        }
+        return .rejected(KatanaError.notDispatchable("\(type(of: item))"))
+    }
+
+    @inline(__always)
+    final func dispatchUpdater<U: StateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false)
+    }
+
+    @inline(__always)
+    final func dispatchSideEffect<E: AnySideEffect, V: Sendable>(_ sideEffect: E, parentID: UInt64, as: V.Type) -> DispatchHandle<V> {
+        enqueueSideEffect(sideEffect, type: E.self, parentID: parentID, as: V.self, bypassInterceptors: false)
+    }
+
+    // MARK: The updater lane
+
+    /// Puts an updater in the lane, or applies it right here when the lane is idle.
+    final func enqueueUpdater<V: Sendable>(
+        _ updater: any AnyStateUpdater, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool
+    ) -> DispatchHandle<V> {
+        let traced = tracer.isEnabled
+        let id = traced ? KatanaTracing.nextID() : 0
+        let name = traced ? TraceName.of(type) : nil
+        var item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
+
+        laneLock.lock()
+        if held != nil || laneBusy {
+            let cell = HandleCell<V>(lock: completionLock)
+            item.cell = cell
+            if held != nil {
+                if id != 0 { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
+                held?.append(.updater(item))
+            } else {
+                if id != 0 { traceEnqueue(item, lane: .updaterQueue, depth: pending.count) }
+                pending.append(item)
+            }
+            laneLock.unlock()
+            return DispatchHandle(cell)
+        }
+        laneBusy = true
+        let listeners = self.listeners
+        if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
+        laneLock.unlock()
+
+        let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty)
+        deliverChanges(to: listeners)
+        let handle: DispatchHandle<V>
+        switch result {
+        case let .done(error):
+            handle = DispatchHandle(resolved: error.map { .failure($0) } ?? .success(success))
+        case let .replacedBySideEffect(sideEffect):
+            let cell = HandleCell<V>(lock: completionLock)
+            launchSideEffect(sideEffect, cell: cell, parentID: parentID)
+            handle = DispatchHandle(cell)
+        }
+        releaseLane()
+        return handle
+    }
+
+    /// Re-enqueues an item that already has a handle (held before ready, or forwarded by an interceptor).
+    private func enqueueExisting(_ item: LaneItem, ignoringHeld: Bool) {
+        laneLock.lock()
+        if !ignoringHeld, held != nil {
+            held?.append(.updater(item))
+            laneLock.unlock()
+            return
+        }
+        if laneBusy {
+            if item.id != 0 { traceEnqueue(item, lane: .updaterQueue, depth: pending.count) }
+            pending.append(item)
+            laneLock.unlock()
+            return
+        }
+        laneBusy = true
+        let listeners = self.listeners
+        if item.id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
+        laneLock.unlock()
+        finish(item, process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty))
+        deliverChanges(to: listeners)
+        resolveFinished()
+        releaseLane()
+    }
+
+    /// Gives the lane up, or hands what arrived meanwhile to the updater queue.
+    private func releaseLane() {
+        laneLock.lock()
+        if pending.isEmpty {
+            laneBusy = false
+            laneLock.unlock()
+            return
+        }
+        laneLock.unlock()
+        updaterQueue.async { self.drainQueue() }
+    }
+
+    /// Runs on the updater queue while it holds the lane: applies everything pending, batch by batch.
+    private func drainQueue() {
+        while true {
+            laneLock.lock()
+            if pending.isEmpty {
+                laneBusy = false
+                laneLock.unlock()
+                return
+            }
+            swap(&pending, &drainBuffer)
+            let listeners = self.listeners
+            laneLock.unlock()
+
+            let record = !listeners.isEmpty
+            for item in drainBuffer {
+                finish(item, process(item, lane: .updaterQueue, recordChanges: record))
+            }
+            drainBuffer.removeAll(keepingCapacity: true)
+            deliverChanges(to: listeners)
+            resolveFinished()
+        }
+    }
+
+    private func finish(_ item: LaneItem, _ result: LaneResult) {
+        guard let cell = item.cell else { return }
+        switch result {
+        case let .done(error): finished.append((cell, error))
+        case let .replacedBySideEffect(sideEffect): launchSideEffect(sideEffect, cell: cell, parentID: item.parentID)
+        }
+    }
+
+    private func resolveFinished() {
+        guard !finished.isEmpty else { return }
+        completionLock.lock()
+        for (cell, error) in finished {
+            cell.resolveLocked(error.map { .failure($0) } ?? .success(()))
+        }
+        completionLock.unlock()
+        finished.removeAll(keepingCapacity: true)
+    }
+
+    enum LaneResult {
+        case done((any Error)?)
+        case replacedBySideEffect(any AnySideEffect)
+    }
+
+    /// Applies one lane item (through the interceptors unless it bypasses them). Called by the lane holder.
+    private func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> LaneResult {
+        if item.id != 0 {
+            tracer.dispatchBegin(DispatchBeginEvent(
+                id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
+                parallelism: UInt32(clamping: sideEffectsInFlight.load(ordering: .relaxed))))
+        }
+        var result = LaneResult.done(nil)
+        var outcome = DispatchOutcome.ok
+        if let chain, !item.bypass {
+            (result, outcome) = runUpdaterChain(item.updater, chain, recordChanges: recordChanges)
+        } else {
+            do {
+                try apply(item.updater, recordChanges: recordChanges)
+            } catch {
+                result = .done(error)
+                outcome = .error
+            }
+        }
+        if item.id != 0 {
+            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: outcome))
+        }
+        return result
+    }
+
+    @inline(__always)
+    private func apply(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        if recordChanges {
+            let old = _state
+            try updater._apply(to: &_state)
+            changes.append((old, _state))
+        } else {
+            try updater._apply(to: &_state)
+        }
+    }
+
+    private func runUpdaterChain(
+        _ updater: any AnyStateUpdater, _ chain: StoreInterceptorChain, recordChanges: Bool
+    ) -> (LaneResult, DispatchOutcome) {
+        var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .stateUpdater, recordChanges: recordChanges)
+        let thrown: (any Error)? = InterceptionFrames.with(&frame) {
+            do {
+                try chain(updater)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let thrown { return (.done(thrown), frame.nextCalled ? .error : .blocked) }
+        guard frame.nextCalled else { return (.done(nil), .blocked) }
+        guard let replacement = frame.replacement else { return (.done(nil), .ok) }
+        if let sideEffect = replacement as? any AnySideEffect, !(replacement is any AnyStateUpdater) {
+            return (.replacedBySideEffect(sideEffect), .ok)
+        }
+        return (.done(KatanaError.notDispatchable("\(type(of: replacement))")), .error)
+    }
+
+    /// The end of the interceptor chain.
+    final func interceptedNext(_ item: any Dispatchable) throws {
+        if let frame = InterceptionFrames.current(for: ObjectIdentifier(self)), !frame.pointee.nextCalled {
+            frame.pointee.nextCalled = true
+            if frame.pointee.kind == .stateUpdater, let updater = item as? any AnyStateUpdater, !(item is any AnySideEffect) {
+                try apply(updater, recordChanges: frame.pointee.recordChanges)
+            } else {
+                frame.pointee.replacement = item
+            }
+            return
+        }
+        // A second call, or one made after the handler returned: dispatch anew, past the interceptors.
+        _ = anyDispatch(item, parentID: 0, bypassInterceptors: true)
+    }
+
+    private func deliverChanges(to listeners: [ListenerBox<S>]) {
+        guard !changes.isEmpty else { return }
+        let count = changes.count
+        if configuration.listenerExecutor.isInline {
+            for (old, new) in changes {
+                for listener in listeners { listener.call(old, new) }
+            }
+        } else {
+            let batch = changes
+            configuration.listenerExecutor.run {
+                for (old, new) in batch {
+                    for listener in listeners { listener.call(old, new) }
+                }
+            }
+        }
+        changes.removeAll(keepingCapacity: true)
+        if tracer.isEnabled {
+            tracer.listenersNotified(storeID: storeID, changes: UInt32(clamping: count), listeners: UInt32(clamping: listeners.count))
+        }
+    }
+
+    private func traceEnqueue(_ item: LaneItem, lane: DispatchLane, depth: Int) {
+        tracer.dispatchEnqueue(DispatchEnqueueEvent(
+            id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
+            queueDepth: UInt32(clamping: depth)))
+    }
+
+    // MARK: Side effects
+
+    final func enqueueSideEffect<V: Sendable>(
+        _ sideEffect: any AnySideEffect, type: Any.Type, parentID: UInt64, as: V.Type, bypassInterceptors: Bool
+    ) -> DispatchHandle<V> {
+        let cell = HandleCell<V>(lock: completionLock)
+        let traced = tracer.isEnabled
+        let id = traced ? KatanaTracing.nextID() : 0
+        let name = traced ? TraceName.of(type) : nil
+        let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name,
+                                  bypass: bypassInterceptors)
+        laneLock.lock()
+        if held != nil {
+            if id != 0 { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
+            held?.append(.sideEffect(item))
+            laneLock.unlock()
+            return DispatchHandle(cell)
+        }
+        if id != 0 { traceEnqueue(item, lane: .sideEffectPool, depth: pending.count) }
+        laneLock.unlock()
+        start(item)
+        return DispatchHandle(cell)
+    }
+
+    private func traceEnqueue(_ item: SideEffectItem, lane: DispatchLane, depth: Int) {
+        tracer.dispatchEnqueue(DispatchEnqueueEvent(
+            id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: lane,
+            queueDepth: UInt32(clamping: depth)))
+    }
+
+    /// Starts a side effect that an interceptor put in place of a state updater.
+    private func launchSideEffect(_ sideEffect: any AnySideEffect, cell: AnyHandleCell, parentID: UInt64) {
+        let traced = tracer.isEnabled
+        let id = traced ? KatanaTracing.nextID() : 0
+        let name = traced ? TraceName.of(type(of: sideEffect)) : nil
+        let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name, bypass: true)
+        if id != 0 { traceEnqueue(item, lane: .sideEffectPool, depth: 0) }
+        start(item)
+    }
+
+    private func start(_ item: SideEffectItem) {
+        Task { await self.run(item) }
+    }
+
+    private func run(_ item: SideEffectItem) async {
+        let parallelism = sideEffectsInFlight.wrappingAdd(1, ordering: .relaxed).newValue
+        if item.id != 0 {
+            tracer.dispatchBegin(DispatchBeginEvent(
+                id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
+                parallelism: UInt32(clamping: parallelism)))
+        }
+        let outcome = await execute(item)
+        sideEffectsInFlight.wrappingSubtract(1, ordering: .relaxed)
+        if item.id != 0 {
+            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool, outcome: outcome))
+        }
+    }
+
+    private func execute(_ item: SideEffectItem) async -> DispatchOutcome {
+        var toRun: any Dispatchable = item.sideEffect
+        if let chain, !item.bypass {
+            var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
+            let thrown: (any Error)? = InterceptionFrames.with(&frame) {
+                do {
+                    try chain(item.sideEffect)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            if let thrown {
+                item.cell.resolve(.failure(thrown))
+                return .blocked
+            }
+            guard frame.nextCalled, let replacement = frame.replacement else {
+                if item.cell.acceptsVoid {
+                    item.cell.resolve(.success(()))
+                } else {
+                    item.cell.resolve(.failure(KatanaError.returningSideEffectNotExecuted("\(type(of: item.sideEffect))")))
+                }
+                return .blocked
+            }
+            toRun = replacement
+        }
+        if let sideEffect = toRun as? any AnySideEffect, !(toRun is any AnyStateUpdater) {
+            do {
+                let value = try await sideEffect.anySideEffect(AnySideEffectContext(store: self, parentID: item.id))
+                item.cell.resolve(.success(value))
+                return .ok
+            } catch {
+                item.cell.resolve(.failure(error))
+                return .error
+            }
+        }
+        if let updater = toRun as? any AnyStateUpdater, !(toRun is any AnySideEffect) {
+            // An interceptor forwarded a state updater instead: it goes down the lane, and this handle resolves
+            // when it has been applied.
+            let traced = tracer.isEnabled
+            let id = traced ? KatanaTracing.nextID() : 0
+            let name = traced ? TraceName.of(type(of: updater)) : nil
+            enqueueExisting(LaneItem(updater: updater, cell: item.cell, id: id, parentID: item.parentID, name: name, bypass: true),
+                            ignoringHeld: true)
+            return .ok
+        }
+        item.cell.resolve(.failure(KatanaError.notDispatchable("\(type(of: toRun))")))
+        return .error
+    }
+
+    // MARK: Readiness
+
+    /// Sets the initial state, initialises the interceptors (which may dispatch, e.g. `.onStart` items) and runs
+    /// every held item in dispatch order. Items dispatched while this runs are held too, so order is kept.
+    final func becomeReady(initialState: S, interceptors: [StoreInterceptor]) {
+        stateLock.withLock { _state = initialState }
+        if !interceptors.isEmpty {
+            let context = AnySideEffectContext(store: self, parentID: 0)
+            let last: StoreInterceptorNext = { [weak self] item in
+                guard let self else { throw KatanaError.storeReleased }
+                try self.interceptedNext(item)
+            }
+            let handlers = interceptors.map { $0(context) }
+            chain = handlers.reversed().reduce(last) { next, handler in handler(next) }
+        }
+        if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
+        while true {
+            laneLock.lock()
+            guard let items = held, !items.isEmpty else {
+                held = nil
+                laneLock.unlock()
+                return
+            }
+            held = []
+            laneLock.unlock()
+            for item in items {
+                switch item {
+                case let .updater(updater): enqueueExisting(updater, ignoringHeld: true)
+                case let .sideEffect(sideEffect): start(sideEffect)
+                }
+            }
+        }
+    }
+}
+
+/// An updater waiting in the lane. `cell` is nil only for the caller's own item on the inline path.
+struct LaneItem {
+    var updater: any AnyStateUpdater
+    var cell: AnyHandleCell?
+    var id: UInt64
+    var parentID: UInt64
+    var name: TraceName?
+    var bypass: Bool
+}
+
+struct SideEffectItem: Sendable {
+    var sideEffect: any AnySideEffect
+    var cell: AnyHandleCell
+    var id: UInt64
+    var parentID: UInt64
+    var name: TraceName?
+    var bypass: Bool
+}
+
+enum HeldItem {
+    case updater(LaneItem)
+    case sideEffect(SideEffectItem)
+}
+
+final class ListenerBox<S: State>: Sendable {
+    private let listener: @Sendable (S, S) -> Void
+    private let active = Atomic<Bool>(true)
+
+    init(_ listener: @escaping @Sendable (S, S) -> Void) { self.listener = listener }
+
+    func deactivate() { active.store(false, ordering: .releasing) }
+
+    @inline(__always)
+    func call(_ old: S, _ new: S) {
+        if active.load(ordering: .acquiring) { listener(old, new) }
+    }
+}

@@ -1,0 +1,54 @@
+import Dispatch
+
+/// Where the store runs a piece of its own work (the state initializer, listener delivery).
+/// An executor must run the blocks it is given one at a time, in the order given (a serial executor), or
+/// listeners would see changes out of order.
+public struct StoreExecutor: Sendable {
+    enum Kind: Sendable {
+        case inline
+        case queue(DispatchQueue)
+        case custom(@Sendable (@escaping @Sendable () -> Void) -> Void)
+    }
+
+    let kind: Kind
+
+    /// Runs the work right away on the thread that has it: for listeners, the thread that applied the batch
+    /// of updates (the dispatching thread when the updater lane was idle, else the store's updater queue).
+    /// The fastest choice, and the default: nothing needs a run loop. A slow listener delays later updaters.
+    public static let inline = StoreExecutor(kind: .inline)
+
+    /// Hands the work to `queue` (which must be serial, e.g. `.main` in an app that runs `dispatchMain()`).
+    public static func queue(_ queue: DispatchQueue) -> StoreExecutor { StoreExecutor(kind: .queue(queue)) }
+
+    /// Hands the work to your own serial executor.
+    public static func custom(_ run: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) -> StoreExecutor {
+        StoreExecutor(kind: .custom(run))
+    }
+
+    var isInline: Bool {
+        if case .inline = kind { return true }
+        return false
+    }
+
+    func run(_ work: @escaping @Sendable () -> Void) {
+        switch kind {
+        case .inline: work()
+        case let .queue(queue): queue.async(execute: work)
+        case let .custom(run): run(work)
+        }
+    }
+}
+
+/// How a store runs its own work. The defaults suit Linux CLIs and servers: the state initializer runs inside
+/// `Store.init` (so the store is ready when `init` returns) and listeners are called inline (see
+/// ``StoreExecutor/inline``). The original Katana used the main queue for both, which nothing drains in a
+/// Linux process without `dispatchMain()`; pass `.queue(.main)` to get that behaviour back.
+public struct StoreConfiguration: Sendable {
+    public var stateInitializerExecutor: StoreExecutor
+    public var listenerExecutor: StoreExecutor
+
+    public init(stateInitializerExecutor: StoreExecutor = .inline, listenerExecutor: StoreExecutor = .inline) {
+        self.stateInitializerExecutor = stateInitializerExecutor
+        self.listenerExecutor = listenerExecutor
+    }
+}

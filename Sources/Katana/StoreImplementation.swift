@@ -1,0 +1,76 @@
+/// The store: holds the state of type `S`, applies dispatched state updaters to it one at a time, and runs
+/// side effects concurrently with dependencies of type `D`. See ``PartialStore`` for the threading contract.
+///
+/// ```swift
+/// let store = Store<CounterState, AppDependencies>()
+/// store.dispatch(IncrementCounter())                 // returns at once
+/// try await store.dispatch(IncrementCounter()).value // waits until applied
+/// let user = try await store.dispatch(FetchUser(id: 1)).value
+/// ```
+public final class Store<S: State, D: SideEffectDependencyContainer>: PartialStore<S>, @unchecked Sendable {
+    public typealias Configuration = StoreConfiguration
+
+    /// The dependencies handed to every side effect as `context.dependencies`.
+    public let dependencies: D
+
+    override var anyDependencies: any SideEffectDependencyContainer { dependencies }
+
+    /// A store with the state's `init()` value, no interceptors and default configuration.
+    public convenience init() {
+        self.init(interceptors: [], stateInitializer: { S() }, configuration: .init())
+    }
+
+    /// A store with the state's `init()` value and the given interceptors.
+    public convenience init(interceptors: [StoreInterceptor]) {
+        self.init(interceptors: interceptors, stateInitializer: { S() }, configuration: .init())
+    }
+
+    /// A store whose initial state comes from `stateInitializer`, run on the configuration's
+    /// `stateInitializerExecutor` (inline by default: the store is ready when `init` returns).
+    public convenience init(
+        interceptors: [StoreInterceptor],
+        stateInitializer: @escaping @Sendable () -> S,
+        configuration: Configuration = .init()
+    ) {
+        self.init(interceptors: interceptors, stateInitializer: stateInitializer,
+                  dependenciesInitializer: { D(dispatch: $0, getState: $1) }, configuration: configuration)
+    }
+
+    /// The designated initialiser: also takes how to build the dependencies (tests pass fakes here).
+    public init(
+        interceptors: [StoreInterceptor],
+        stateInitializer: @escaping @Sendable () -> S,
+        dependenciesInitializer: (@escaping AnyDispatch, @escaping GetState) -> D,
+        configuration: Configuration = .init()
+    ) {
+        let reference = WeakStoreReference<S, D>()
+        dependencies = dependenciesInitializer(
+            { item in reference.store?.anyDispatch(item) ?? .rejected(KatanaError.storeReleased) },
+            { reference.store?.state ?? S() }
+        )
+        super.init(configuration: configuration)
+        reference.store = self
+        configuration.stateInitializerExecutor.run { [weak self] in
+            guard let self else { return }
+            self.becomeReady(initialState: stateInitializer(), interceptors: interceptors)
+        }
+    }
+
+    /// Dispatches a side effect. Returns at once; the handle resolves when its body returns, with what it threw.
+    @discardableResult
+    public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
+        dispatchSideEffect(sideEffect, parentID: 0, as: Void.self)
+    }
+
+    /// Dispatches a returning side effect; the handle carries its value.
+    @discardableResult
+    public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
+        dispatchSideEffect(sideEffect, parentID: 0, as: E.ReturnValue.self)
+    }
+}
+
+/// Lets the dependency container's closures reach the store without keeping it alive.
+private final class WeakStoreReference<S: State, D: SideEffectDependencyContainer>: @unchecked Sendable {
+    // Written once in Store.init, before the store is visible to any other thread; read-only afterwards.
+    weak var store: Store<S, D>?
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Synchronization
+
+/// The process-wide tracing set-up: which backend new stores emit to, and the id sequence.
+///
+/// With zero configuration the backend is LTTng on builds with the `LTTng` trait (the default), so a running
+/// `lttng` session that enables `katana:*` sees every dispatch; otherwise it is `NoOpTraceBackend`.
+/// A store reads the backend once, when it is created: bootstrap before creating stores.
+public enum KatanaTracing {
+    private static let state = BackendBox()
+
+    /// The backend new stores will use.
+    public static var backend: any TraceBackend { state.get() }
+
+    /// Replaces the backend for stores created from now on. Unlike swift-log's bootstrap this may be called
+    /// more than once (tests swap in an in-memory backend per test).
+    public static func bootstrap(_ backend: any TraceBackend) { state.set(backend) }
+
+    /// The default backend of this build: `LTTngTraceBackend.shared` with the `LTTng` trait, else no-op.
+    public static var defaultBackend: any TraceBackend {
+        #if KATANA_LTTNG
+        LTTngTraceBackend.shared
+        #else
+        NoOpTraceBackend()
+        #endif
+    }
+
+    private static let ids = Atomic<UInt64>(0)
+
+    /// A process-unique, non-zero id for one dispatch (or transition).
+    @inline(__always)
+    public static func nextID() -> UInt64 {
+        ids.wrappingAdd(1, ordering: .relaxed).newValue
+    }
+
+    private final class BackendBox: @unchecked Sendable {
+        // Guarded by `lock` (NSLock, which ThreadSanitizer understands).
+        private let lock = NSLock()
+        private var backend: any TraceBackend = KatanaTracing.defaultBackend
+
+        func get() -> any TraceBackend {
+            lock.lock()
+            defer { lock.unlock() }
+            return backend
+        }
+
+        func set(_ new: any TraceBackend) {
+            lock.lock()
+            backend = new
+            lock.unlock()
+        }
+    }
+}

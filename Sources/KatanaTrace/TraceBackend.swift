@@ -1,0 +1,36 @@
+/// A destination for Katana's trace events, in the style of swift-log's `LogHandler`.
+///
+/// The Store asks `isEnabled` once per dispatch, before it computes a name or an id; when it answers `false`
+/// nothing else is called for that dispatch. Every method may be called from any thread, concurrently.
+/// Events of one dispatch share an `id` and are emitted in the order enqueue, begin, end; a dispatch that was
+/// already under way when the backend became enabled is not traced (its id is 0 and it is skipped).
+public protocol TraceBackend: Sendable {
+    /// Whether anyone listens. Must be cheap: it is on every dispatch's path.
+    var isEnabled: Bool { get }
+    func dispatchEnqueue(_ event: DispatchEnqueueEvent)
+    func dispatchBegin(_ event: DispatchBeginEvent)
+    func dispatchEnd(_ event: DispatchEndEvent)
+    /// A store finished initialising its state and interceptors.
+    func storeReady(storeID: UInt64, stateType: TraceName)
+    /// `listeners` listeners were handed `changes` (old, new) pairs in one batch.
+    func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32)
+    /// A navigation transition (KatanaRouter) started / finished. `transitionID` pairs the two.
+    func transitionBegin(transitionID: UInt64, name: TraceName)
+    func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome)
+}
+
+extension TraceBackend {
+    public func storeReady(storeID: UInt64, stateType: TraceName) {}
+    public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {}
+    public func transitionBegin(transitionID: UInt64, name: TraceName) {}
+    public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {}
+}
+
+/// Discards everything and answers `isEnabled == false`, so a traced Store pays one check per dispatch.
+public struct NoOpTraceBackend: TraceBackend {
+    public init() {}
+    public var isEnabled: Bool { false }
+    public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {}
+    public func dispatchBegin(_ event: DispatchBeginEvent) {}
+    public func dispatchEnd(_ event: DispatchEndEvent) {}
+}

@@ -1,0 +1,102 @@
+/// What kind of work a dispatch is. Raw values are the `kind` enum of the `katana` LTTng provider.
+public enum DispatchKind: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case stateUpdater = 0
+    case sideEffect = 1
+
+    public var description: String { self == .stateUpdater ? "state_updater" : "side_effect" }
+}
+
+/// Where a dispatch ran. Raw values are the `queue` enum of the `katana` LTTng provider.
+public enum DispatchLane: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// The updater lane, drained by the thread that called `dispatch` because it found the lane idle.
+    case updaterInline = 0
+    /// The updater lane, drained by the store's own serial queue (the lane was busy when the item arrived).
+    case updaterQueue = 1
+    /// The concurrent side-effect pool (Swift's global concurrent executor).
+    case sideEffectPool = 2
+    /// Held because the store was not ready yet; such items are re-enqueued once it is.
+    case held = 3
+
+    public var description: String {
+        switch self {
+        case .updaterInline: "updater_inline"
+        case .updaterQueue: "updater_queue"
+        case .sideEffectPool: "side_effect_pool"
+        case .held: "held"
+        }
+    }
+}
+
+/// How a dispatch ended. Raw values are the `outcome` enum of the `katana` LTTng provider.
+public enum DispatchOutcome: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// The updater was applied / the side effect returned.
+    case ok = 0
+    /// The item ran and threw (or could not run: wrong state or context type).
+    case error = 1
+    /// An interceptor threw or swallowed the item, so it never ran.
+    case blocked = 2
+
+    public var description: String {
+        switch self {
+        case .ok: "ok"
+        case .error: "error"
+        case .blocked: "blocked"
+        }
+    }
+}
+
+/// `dispatch` was called. `queueDepth` is how many updaters were waiting in the lane at that moment.
+public struct DispatchEnqueueEvent: Sendable, Equatable {
+    public var id: UInt64
+    public var parentID: UInt64
+    public var kind: DispatchKind
+    public var name: TraceName
+    public var lane: DispatchLane
+    public var queueDepth: UInt32
+
+    public init(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane, queueDepth: UInt32) {
+        self.id = id
+        self.parentID = parentID
+        self.kind = kind
+        self.name = name
+        self.lane = lane
+        self.queueDepth = queueDepth
+    }
+}
+
+/// The updater is about to be applied / the side effect's body is about to start.
+/// `parallelism` is the number of side effects of this store in flight at that moment (this one included).
+public struct DispatchBeginEvent: Sendable, Equatable {
+    public var id: UInt64
+    public var parentID: UInt64
+    public var kind: DispatchKind
+    public var name: TraceName
+    public var lane: DispatchLane
+    public var parallelism: UInt32
+
+    public init(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane, parallelism: UInt32) {
+        self.id = id
+        self.parentID = parentID
+        self.kind = kind
+        self.name = name
+        self.lane = lane
+        self.parallelism = parallelism
+    }
+}
+
+/// The updater was applied (or rejected) / the side effect's body returned or threw.
+public struct DispatchEndEvent: Sendable, Equatable {
+    public var id: UInt64
+    public var kind: DispatchKind
+    public var name: TraceName
+    public var lane: DispatchLane
+    public var outcome: DispatchOutcome
+
+    public init(id: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane, outcome: DispatchOutcome) {
+        self.id = id
+        self.kind = kind
+        self.name = name
+        self.lane = lane
+        self.outcome = outcome
+    }
+}
