@@ -54,7 +54,11 @@ let package = Package(
         ),
         .testTarget(
             name: "KatanaTests",
-            dependencies: ["Katana", "KatanaTrace", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "Katana", "KatanaTrace",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "KatanaTraceTests",

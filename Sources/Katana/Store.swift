@@ -73,7 +73,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     init(configuration: StoreConfiguration) {
         self.configuration = configuration
-        self.tracer = KatanaTracing.backend
+        self.tracer = configuration.traceBackend ?? KatanaTracing.backend
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
     }

@@ -1,4 +1,5 @@
 import Dispatch
+import KatanaTrace
 
 /// Where the store runs a piece of its own work (the state initializer, listener delivery).
 /// An executor must run the blocks it is given one at a time, in the order given (a serial executor), or
@@ -46,9 +47,17 @@ public struct StoreExecutor: Sendable {
 public struct StoreConfiguration: Sendable {
     public var stateInitializerExecutor: StoreExecutor
     public var listenerExecutor: StoreExecutor
+    /// Where this store's trace events go; `nil` (the default) means `KatanaTracing.backend` at creation time,
+    /// which is LTTng on builds with the `LTTng` trait.
+    public var traceBackend: (any TraceBackend)?
 
-    public init(stateInitializerExecutor: StoreExecutor = .inline, listenerExecutor: StoreExecutor = .inline) {
+    public init(
+        stateInitializerExecutor: StoreExecutor = .inline,
+        listenerExecutor: StoreExecutor = .inline,
+        traceBackend: (any TraceBackend)? = nil
+    ) {
         self.stateInitializerExecutor = stateInitializerExecutor
         self.listenerExecutor = listenerExecutor
+        self.traceBackend = traceBackend
     }
 }

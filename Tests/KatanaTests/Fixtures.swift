@@ -1,0 +1,108 @@
+import Dispatch
+import Foundation
+import Katana
+import KatanaTrace
+import Synchronization
+
+struct CounterState: State, Equatable {
+    var counter = 0
+    var log: [Int] = []
+    init() {}
+}
+
+typealias TestStore = Store<CounterState, EmptySideEffectDependencyContainer>
+
+/// A store whose trace events go to a fresh in-memory backend (so parallel tests never share one).
+func makeStore(
+    interceptors: [StoreInterceptor] = [],
+    configuration: StoreConfiguration = .init(traceBackend: NoOpTraceBackend())
+) -> TestStore {
+    TestStore(interceptors: interceptors, stateInitializer: { CounterState() }, configuration: configuration)
+}
+
+struct Increment: StateUpdater {
+    func updateState(_ state: inout CounterState) { state.counter += 1 }
+}
+
+struct Append: StateUpdater {
+    let value: Int
+    func updateState(_ state: inout CounterState) { state.log.append(value) }
+}
+
+struct OtherState: State {}
+
+struct OtherUpdater: StateUpdater {
+    func updateState(_ state: inout OtherState) {}
+}
+
+/// Blocks inside `updateState` until released, so a test can hold the updater lane.
+struct BlockingAppend: StateUpdater {
+    let value: Int
+    let gate: Gate
+    func updateState(_ state: inout CounterState) {
+        gate.started.signal()
+        gate.release.wait()
+        state.log.append(value)
+    }
+}
+
+final class Gate: Sendable {
+    let started = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+}
+
+/// Runs blocking work on a thread of its own, never on the cooperative pool.
+func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        let thread = Thread { continuation.resume(returning: work()) }
+        thread.start()
+    }
+}
+
+/// A lock-protected list that tests append to from any thread.
+final class Recorder<T: Sendable>: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var items: [T] = []
+
+    func append(_ item: T) {
+        lock.lock()
+        items.append(item)
+        lock.unlock()
+    }
+
+    var all: [T] {
+        lock.lock()
+        defer { lock.unlock() }
+        return items
+    }
+
+    var count: Int { all.count }
+}
+
+/// Polls `condition` until it holds or `seconds` pass (a liveness guard, not a timing claim).
+func eventually(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(nanoseconds: 1_000_000)
+    }
+    return condition()
+}
+
+struct TestError: Error, Equatable {
+    let code: Int
+}
+
+/// A counter tests can share with closures and tasks.
+final class Counter: Sendable {
+    private let storage = Atomic<Int>(0)
+    func increment() { storage.add(1, ordering: .relaxed) }
+    var value: Int { storage.load(ordering: .relaxed) }
+}
+
+/// Lets a test watch an object being released.
+final class WeakBox<T: AnyObject>: @unchecked Sendable {
+    // Written once on the test's task before it is read by `eventually`'s polling on the same task.
+    weak var object: T?
+}

@@ -1,0 +1,142 @@
+import Foundation
+import InMemoryLogging
+import Katana
+import KatanaTrace
+import Logging
+import Synchronization
+import Testing
+
+struct Fetch: ReturningSideEffect {
+    func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws -> String { "fetched" }
+}
+
+func recording(_ tag: String, into recorder: Recorder<String>) -> StoreInterceptor {
+    { _ in { next in { item in
+        recorder.append(tag)
+        try next(item)
+    } } }
+}
+
+@Suite struct InterceptorTests {
+    @Test func theFirstInterceptorRunsFirst() async throws {
+        let order = Recorder<String>()
+        let store = makeStore(interceptors: [recording("a", into: order), recording("b", into: order), recording("c", into: order)])
+        try await store.dispatch(Increment()).value
+        try await store.dispatch(AppendFromSideEffect(value: 1)).value
+        #expect(Array(order.all.prefix(3)) == ["a", "b", "c"])
+        #expect(store.state.counter == 1)
+        #expect(store.state.log == [1])
+    }
+
+    @Test func aThrowingInterceptorBlocksTheItemAndRejectsItsHandle() async {
+        let blocker: StoreInterceptor = { _ in { next in { item in
+            if item is Increment { throw TestError(code: 7) }
+            try next(item)
+        } } }
+        let store = makeStore(interceptors: [blocker])
+        await #expect(throws: TestError(code: 7)) { try await store.dispatch(Increment()).value }
+        await #expect(throws: TestError(code: 7)) { try await store.anyDispatch(Increment()).value }
+        #expect(store.state.counter == 0)
+        await #expect(throws: Never.self) { try await store.dispatch(Append(value: 1)).value }
+    }
+
+    @Test func aSwallowingInterceptorDropsTheItemButResolvesItsHandle() async throws {
+        let swallow: StoreInterceptor = { _ in { next in { item in
+            if item is Increment || item is Fetch || item is AppendFromSideEffect { return }
+            try next(item)
+        } } }
+        let store = makeStore(interceptors: [swallow])
+        try await store.dispatch(Increment()).value
+        try await store.dispatch(AppendFromSideEffect(value: 3)).value
+        #expect(store.state == CounterState())
+        // A returning side effect has no value to give: its handle is rejected with a typed error.
+        let result = await store.dispatch(Fetch()).result
+        guard case let .failure(error as KatanaError) = result, case .returningSideEffectNotExecuted = error else {
+            Issue.record("expected returningSideEffectNotExecuted, got \(result)")
+            return
+        }
+    }
+
+    @Test func callingNextWithAnotherItemDispatchesThatOneInstead() async throws {
+        let replace: StoreInterceptor = { _ in { next in { item in
+            if let append = item as? Append { return try next(Append(value: append.value * 10)) }
+            if item is AppendFromSideEffect { return try next(Append(value: -1)) }
+            if item is Increment { return try next(AppendFromSideEffect(value: 77)) }
+            try next(item)
+        } } }
+        let store = makeStore(interceptors: [replace])
+        try await store.dispatch(Append(value: 4)).value
+        #expect(store.state.log == [40])
+        try await store.dispatch(AppendFromSideEffect(value: 5)).value
+        #expect(store.state.log == [40, -1])
+        // An updater replaced by a side effect: its handle resolves when the side effect has finished. The side
+        // effect's own Append(77) goes through the interceptors too, so it lands as 770.
+        try await store.dispatch(Increment()).value
+        #expect(store.state.log == [40, -1, 770])
+        #expect(store.state.counter == 0)
+    }
+
+    @Test func stateReadAfterNextIsTheNewState() async throws {
+        let seen = Recorder<(Int, Int)>()
+        let observer: StoreInterceptor = { context in { next in { item in
+            let before = (context.getAnyState() as? CounterState)?.counter ?? -1
+            try next(item)
+            let after = (context.getAnyState() as? CounterState)?.counter ?? -1
+            seen.append((before, after))
+        } } }
+        let store = makeStore(interceptors: [observer])
+        try await store.dispatch(Increment()).value
+        try await store.dispatch(Increment()).value
+        #expect(seen.all.map(\.0) == [0, 1])
+        #expect(seen.all.map(\.1) == [1, 2])
+    }
+
+    @Test func aDeferredNextDispatchesTheItemPastTheInterceptors() async throws {
+        let passes = Counter()
+        let deferring: StoreInterceptor = { _ in { next in { item in
+            passes.increment()
+            if item is Increment {
+                DispatchQueue.global().async { try? next(item) }
+                return
+            }
+            try next(item)
+        } } }
+        let store = makeStore(interceptors: [deferring])
+        store.dispatch(Increment())
+        #expect(await eventually { store.state.counter == 1 })
+        #expect(passes.value == 1)
+    }
+
+    @Test func middlewareWorksAsAnInterceptor() async throws {
+        let seen = Recorder<String>()
+        let middleware: StoreMiddleware = { getState, dispatch in { next in { action in
+            seen.append("\(type(of: action)) at \((getState() as? CounterState)?.counter ?? -1)")
+            if action is Increment { dispatch(Append(value: 42)) }
+            next(action)
+        } } }
+        let store = makeStore(interceptors: [middlewareToInterceptor(middleware)])
+        try await store.dispatch(Increment()).value
+        #expect(await eventually { store.state.log == [42] })
+        #expect(store.state.counter == 1)
+        #expect(seen.all == ["Increment at 0", "Append at 1"])
+    }
+
+    @Test func middlewareCannotHideAnErrorFromTheRestOfTheChain() async {
+        let passThrough: StoreMiddleware = { _, _ in { next in { next($0) } } }
+        let blocker: StoreInterceptor = { _ in { _ in { _ in throw TestError(code: 9) } } }
+        let store = makeStore(interceptors: [middlewareToInterceptor(passThrough), blocker])
+        await #expect(throws: TestError(code: 9)) { try await store.dispatch(Increment()).value }
+    }
+
+    @Test func dispatchableLoggerLogsEveryItemButTheBlackListed() async throws {
+        let handler = InMemoryLogHandler()
+        let logger = Logger(label: "test") { _ in handler }
+        let store = makeStore(interceptors: [DispatchableLogger.interceptor(blackList: [Append.self], logger: logger)])
+        try await store.dispatch(Increment()).value
+        try await store.dispatch(Append(value: 1)).value
+        try await store.dispatch(AppendFromSideEffect(value: 2)).value
+        let messages = handler.entries.map { "\($0.message)" }
+        #expect(messages == ["dispatched KatanaTests.Increment", "dispatched KatanaTests.AppendFromSideEffect"])
+        #expect(store.state.log == [1, 2])
+    }
+}

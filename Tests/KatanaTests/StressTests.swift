@@ -1,0 +1,52 @@
+import Foundation
+import Katana
+import Testing
+
+struct IncrementTwice: SideEffect {
+    func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
+        try await context.dispatch(Increment()).value
+        try await context.dispatch(Increment()).value
+    }
+}
+
+@Suite struct StressTests {
+    /// ≥1M updaters from two producers, with side effects running all along: the final count is exact and every
+    /// handle resolves.
+    @Test func aMillionUpdatersFromTwoProducersPlusSideEffects() async throws {
+        let store = makeStore()
+        let listenerCalls = Recorder<Int>()
+        store.addListener { _, new in if new.counter % 100_000 == 0 { listenerCalls.append(new.counter) } }
+        let perProducer = 500_000
+        let sideEffects = 20_000
+        let updaterHandles = Recorder<[DispatchHandle<Void>]>()
+        let sideEffectHandles = Recorder<[DispatchHandle<Void>]>()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<2 {
+                group.addTask {
+                    await onThread {
+                        var handles: [DispatchHandle<Void>] = []
+                        handles.reserveCapacity(perProducer)
+                        for _ in 0..<perProducer { handles.append(store.dispatch(Increment())) }
+                        updaterHandles.append(handles)
+                    }
+                }
+            }
+            group.addTask {
+                var handles: [DispatchHandle<Void>] = []
+                for _ in 0..<sideEffects { handles.append(store.dispatch(IncrementTwice())) }
+                sideEffectHandles.append(handles)
+            }
+        }
+        var resolved = 0
+        for batch in updaterHandles.all + sideEffectHandles.all {
+            for handle in batch {
+                try await handle.value
+                resolved += 1
+            }
+        }
+        #expect(resolved == 2 * perProducer + sideEffects)
+        let expected = 2 * perProducer + 2 * sideEffects
+        #expect(store.state.counter == expected)
+        #expect(listenerCalls.all == Array(stride(from: 100_000, through: expected, by: 100_000)))
+    }
+}
