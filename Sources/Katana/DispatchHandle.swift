@@ -6,17 +6,18 @@
 /// Handles are cheap to copy; any number of tasks may await the same handle. Dropping one is fine: the item
 /// runs anyway.
 public struct DispatchHandle<Value: Sendable>: Sendable {
+    @usableFromInline
     enum Storage: Sendable {
         case resolved(Result<Value, any Error>)
         case pending(HandleCell<Value>)
     }
 
-    let storage: Storage
+    @usableFromInline let storage: Storage
 
-    init(_ cell: HandleCell<Value>) { storage = .pending(cell) }
-    init(resolved: Result<Value, any Error>) { storage = .resolved(resolved) }
+    @inlinable init(_ cell: HandleCell<Value>) { storage = .pending(cell) }
+    @inlinable init(resolved: Result<Value, any Error>) { storage = .resolved(resolved) }
 
-    static func rejected(_ error: any Error) -> DispatchHandle { DispatchHandle(resolved: .failure(error)) }
+    @inlinable static func rejected(_ error: any Error) -> DispatchHandle { DispatchHandle(resolved: .failure(error)) }
 
     /// The item's outcome: its value, or what the item or an interceptor threw, or a ``KatanaError``.
     public var value: Value {
@@ -44,36 +45,38 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
 
 /// The shared, one-shot completion behind a pending handle. Every cell of a store shares the store's
 /// completion lock, so the lane resolves a whole batch of handles under one acquisition.
+@usableFromInline
 class AnyHandleCell: @unchecked Sendable {
     // `lock` guards the subclass's result and waiters.
-    let lock: Lock
+    @usableFromInline let lock: Lock
 
-    init(lock: Lock) { self.lock = lock }
+    @inlinable init(lock: Lock) { self.lock = lock }
 
     /// Resolves with an erased value. Must be called with `lock` held. Later calls are ignored.
-    func resolveLocked(_ result: Result<any Sendable, any Error>) { fatalError("abstract") }
+    @usableFromInline func resolveLocked(_ result: Result<any Sendable, any Error>) { fatalError("abstract") }
 
     /// Whether `()` is an acceptable value (the handle of a state updater, a side effect or `anyDispatch`).
-    var acceptsVoid: Bool { fatalError("abstract") }
+    @usableFromInline var acceptsVoid: Bool { fatalError("abstract") }
 
-    final func resolve(_ result: Result<any Sendable, any Error>) {
+    @usableFromInline final func resolve(_ result: Result<any Sendable, any Error>) {
         lock.lock()
         resolveLocked(result)
         lock.unlock()
     }
 }
 
+@usableFromInline
 final class HandleCell<Value: Sendable>: AnyHandleCell, @unchecked Sendable {
     // Guarded by `lock`. At most one waiter is stored inline; more go to `moreWaiters`.
     private var outcome: Result<Value, any Error>?
     private var waiter: UnsafeContinuation<Result<Value, any Error>, Never>?
     private var moreWaiters: [UnsafeContinuation<Result<Value, any Error>, Never>] = []
 
-    var isResolved: Bool { lock.withLock { outcome != nil } }
+    @usableFromInline var isResolved: Bool { lock.withLock { outcome != nil } }
 
-    override var acceptsVoid: Bool { Value.self == Void.self || Value.self == (any Sendable).self }
+    @usableFromInline override var acceptsVoid: Bool { Value.self == Void.self || Value.self == (any Sendable).self }
 
-    override func resolveLocked(_ result: Result<any Sendable, any Error>) {
+    @usableFromInline override func resolveLocked(_ result: Result<any Sendable, any Error>) {
         switch result {
         case let .success(value):
             if Value.self == Void.self {
@@ -100,7 +103,7 @@ final class HandleCell<Value: Sendable>: AnyHandleCell, @unchecked Sendable {
         moreWaiters = []
     }
 
-    func wait() async -> Result<Value, any Error> {
+    @usableFromInline func wait() async -> Result<Value, any Error> {
         lock.lock()
         if let outcome {
             lock.unlock()

@@ -62,12 +62,20 @@ private final class FirstError: @unchecked Sendable {
 
 /// The interception in progress on this thread: lets the store's final `next` tell a call made synchronously
 /// from inside the chain (apply or run this item now) from a deferred one (dispatch anew).
+@usableFromInline
 struct InterceptionFrame {
-    let store: ObjectIdentifier
-    let kind: DispatchKind
-    let recordChanges: Bool
-    var nextCalled = false
-    var replacement: (any Dispatchable)?
+    @usableFromInline let store: ObjectIdentifier
+    @usableFromInline let kind: DispatchKind
+    @usableFromInline let recordChanges: Bool
+    @usableFromInline var nextCalled = false
+    @usableFromInline var replacement: (any Dispatchable)?
+
+    @inlinable
+    init(store: ObjectIdentifier, kind: DispatchKind, recordChanges: Bool) {
+        self.store = store
+        self.kind = kind
+        self.recordChanges = recordChanges
+    }
 }
 
 private let interceptionFrameKey: pthread_key_t = {
@@ -79,9 +87,10 @@ private let interceptionFrameKey: pthread_key_t = {
 
 import KatanaTrace
 
+@usableFromInline
 enum InterceptionFrames {
     /// Runs `body` with `frame` as this thread's current frame (restoring the previous one after).
-    @inline(__always)
+    @usableFromInline
     static func with<R>(_ frame: inout InterceptionFrame, _ body: () -> R) -> R {
         let previous = pthread_getspecific(interceptionFrameKey)
         return withUnsafeMutablePointer(to: &frame) { pointer in
@@ -92,7 +101,7 @@ enum InterceptionFrames {
     }
 
     /// This thread's current frame, if it belongs to `store`.
-    @inline(__always)
+    @usableFromInline
     static func current(for store: ObjectIdentifier) -> UnsafeMutablePointer<InterceptionFrame>? {
         guard let raw = pthread_getspecific(interceptionFrameKey) else { return nil }
         let frame = raw.assumingMemoryBound(to: InterceptionFrame.self)

@@ -2,14 +2,22 @@ import Glibc
 
 /// A `pthread_mutex_t` lock. Used instead of `Synchronization.Mutex` because ThreadSanitizer on Linux does not
 /// see `Mutex`'s lock and reports false races (see STYLE.md); with this lock a TSan report is always real.
+@usableFromInline
 final class Lock: @unchecked Sendable {
     // The mutex lives at a stable heap address for the life of the object, as pthreads requires.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    init() {
+    /// - Parameter adaptive: spin briefly before sleeping when the lock is taken (glibc's
+    ///   `PTHREAD_MUTEX_ADAPTIVE_NP`). For locks held for a few dozen nanoseconds by many threads, where
+    ///   sleeping in the kernel and waking up costs far more than the wait itself.
+    @usableFromInline init(adaptive: Bool = false) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        let rc = pthread_mutex_init(mutex, nil)
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        if adaptive { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP)) }
+        let rc = pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
         precondition(rc == 0, "pthread_mutex_init failed: \(rc)")
     }
 
@@ -18,10 +26,10 @@ final class Lock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    @inline(__always) func lock() { pthread_mutex_lock(mutex) }
-    @inline(__always) func unlock() { pthread_mutex_unlock(mutex) }
+    @inlinable func lock() { pthread_mutex_lock(mutex) }
+    @inlinable func unlock() { pthread_mutex_unlock(mutex) }
 
-    @inline(__always)
+    @inlinable
     func withLock<T>(_ body: () throws -> T) rethrows -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

@@ -5,32 +5,32 @@
 /// returns the state's `init()` value and dispatches are rejected with ``KatanaError/storeReleased``.
 public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sendable {
     public let dependencies: D
-    weak var store: Store<S, D>?
+    @usableFromInline weak var store: Store<S, D>?
     /// The trace id of the side effect this context belongs to (0 when tracing was off).
     public let parentID: UInt64
 
-    init(store: Store<S, D>, parentID: UInt64) {
+    @inlinable init(store: Store<S, D>, parentID: UInt64) {
         self.store = store
         self.dependencies = store.dependencies
         self.parentID = parentID
     }
 
     /// The state as of now: it reflects every updater whose handle has resolved.
-    public func getState() -> S { store?.state ?? S() }
+    @inlinable public func getState() -> S { store?.state ?? S() }
 
-    @discardableResult
+    @inlinable @discardableResult
     public func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
         guard let store else { return .rejected(KatanaError.storeReleased) }
         return store.dispatchUpdater(updater, parentID: parentID)
     }
 
-    @discardableResult
+    @inlinable @discardableResult
     public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
         return store.dispatchSideEffect(sideEffect, parentID: parentID, as: Void.self)
     }
 
-    @discardableResult
+    @inlinable @discardableResult
     public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
         return store.dispatchSideEffect(sideEffect, parentID: parentID, as: E.ReturnValue.self)
@@ -45,10 +45,10 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
 
 /// The erased context: what interceptors and ``AnySideEffect`` receive.
 public struct AnySideEffectContext: Sendable {
-    weak var store: (any StoreInternals)?
+    @usableFromInline weak var store: (any StoreInternals)?
     public let parentID: UInt64
 
-    init(store: any StoreInternals, parentID: UInt64) {
+    @inlinable init(store: any StoreInternals, parentID: UInt64) {
         self.store = store
         self.parentID = parentID
     }

@@ -37,7 +37,7 @@ extension StateUpdater {
         return typed
     }
 
-    @inline(__always)
+    @inlinable
     public func _apply<T: State>(to state: inout T) throws(KatanaError) {
         guard T.self == StateType.self else {
             throw KatanaError.stateTypeMismatch(expected: "\(StateType.self)", got: "\(T.self)")

@@ -17,6 +17,7 @@ public protocol AnyStore: AnyObject, Sendable {
 }
 
 /// What contexts and the interceptor chain need from a store, whatever its types.
+@usableFromInline
 protocol StoreInternals: AnyStore {
     var anyDependencies: any SideEffectDependencyContainer { get }
     func anyDispatch(_ item: any Dispatchable, parentID: UInt64) -> DispatchHandle<any Sendable>
@@ -50,37 +51,40 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     /// The executors this store runs its own work on.
     public let configuration: StoreConfiguration
 
-    let tracer: any TraceBackend
-    let laneLock = Lock()
-    let stateLock = Lock()
+    @usableFromInline let tracer: any TraceBackend
+    @usableFromInline let laneLock = Lock(adaptive: true)
+    @usableFromInline let stateLock = Lock(adaptive: true)
     /// Shared by every pending handle of this store.
-    let completionLock = Lock()
+    @usableFromInline let completionLock = Lock()
 
-    private var _state: S = S()  // stateLock
+    @usableFromInline @exclusivity(unchecked) var _state: S = S()  // stateLock
 
-    private var pending: [LaneItem] = []  // laneLock
-    private var laneBusy = false  // laneLock
-    private var held: [HeldItem]? = []  // laneLock; nil once ready
-    private var listeners: [ListenerBox<S>] = []  // laneLock
+    @usableFromInline @exclusivity(unchecked) var pending: [LaneItem] = []  // laneLock
+    @usableFromInline @exclusivity(unchecked) var laneBusy = false  // laneLock
+    @usableFromInline @exclusivity(unchecked) var held: [HeldItem]? = []  // laneLock; nil once ready
+    @usableFromInline @exclusivity(unchecked) var listeners: [ListenerBox<S>] = []  // laneLock
 
-    private var drainBuffer: [LaneItem] = []  // lane holder
-    private var changes: [(S, S)] = []  // lane holder
-    private var finished: [(AnyHandleCell, (any Error)?)] = []  // lane holder
-    private var chain: StoreInterceptorChain?  // written once before ready
+    @usableFromInline @exclusivity(unchecked) var drainBuffer: [LaneItem] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) var changes: [(S, S)] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) var finished: [(AnyHandleCell, (any Error)?)] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) var chain: StoreInterceptorChain?  // written once before ready
 
-    private let sideEffectsInFlight = Atomic<Int>(0)
-    private let updaterQueue: DispatchQueue
+    @usableFromInline let sideEffectsInFlight = Atomic<Int>(0)
+    @usableFromInline let updaterQueue: DispatchQueue
+    @usableFromInline let listenersAreInline: Bool
 
     init(configuration: StoreConfiguration) {
         self.configuration = configuration
         self.tracer = configuration.traceBackend ?? KatanaTracing.backend
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
+        self.listenersAreInline = configuration.listenerExecutor.isInline
     }
 
     // MARK: Reading
 
     /// The current state: reflects every updater whose handle has resolved. `S()` until the store is ready.
+    @inlinable
     public final var state: S {
         stateLock.lock()
         defer { stateLock.unlock() }
@@ -93,7 +97,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     /// that are held and run, in order, once it is.
     public final var isReady: Bool { laneLock.withLock { held == nil } }
 
-    var anyDependencies: any SideEffectDependencyContainer {
+    @usableFromInline var anyDependencies: any SideEffectDependencyContainer {
         fatalError("PartialStore is abstract; Store overrides anyDependencies")
     }
 
@@ -119,7 +123,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     // MARK: Dispatching
 
     /// Dispatches a state updater. Returns at once; the handle resolves once the state is updated.
-    @discardableResult
+    @inlinable @discardableResult
     public final func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
         enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false)
     }
@@ -132,10 +136,12 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         anyDispatch(item, parentID: 0)
     }
 
+    @usableFromInline
     final func anyDispatch(_ item: any Dispatchable, parentID: UInt64) -> DispatchHandle<any Sendable> {
         anyDispatch(item, parentID: parentID, bypassInterceptors: false)
     }
 
+    @usableFromInline
     final func anyDispatch(_ item: any Dispatchable, parentID: UInt64, bypassInterceptors: Bool) -> DispatchHandle<any Sendable> {
         let isUpdater = item is any AnyStateUpdater
         let isSideEffect = item is any AnySideEffect
@@ -153,12 +159,12 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         return .rejected(KatanaError.notDispatchable("\(type(of: item))"))
     }
 
-    @inline(__always)
+    @inlinable
     final func dispatchUpdater<U: StateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
         enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false)
     }
 
-    @inline(__always)
+    @inlinable
     final func dispatchSideEffect<E: AnySideEffect, V: Sendable>(_ sideEffect: E, parentID: UInt64, as: V.Type) -> DispatchHandle<V> {
         enqueueSideEffect(sideEffect, type: E.self, parentID: parentID, as: V.self, bypassInterceptors: false)
     }
@@ -166,6 +172,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     // MARK: The updater lane
 
     /// Puts an updater in the lane, or applies it right here when the lane is idle.
+    @inlinable
     final func enqueueUpdater<V: Sendable>(
         _ updater: any AnyStateUpdater, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool
     ) -> DispatchHandle<V> {
@@ -193,6 +200,27 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
 
+        if id == 0, chain == nil, listenersAreInline {
+            // The common case: no tracing, no interceptors. Apply, hand the change straight to the listeners,
+            // and give the lane back, without touching the batch buffers.
+            var failure: KatanaError?
+            stateLock.lock()
+            if listeners.isEmpty {
+                do { try updater._apply(to: &_state) } catch { failure = error }
+                stateLock.unlock()
+            } else {
+                let old = _state
+                do { try updater._apply(to: &_state) } catch { failure = error }
+                let new = _state
+                stateLock.unlock()
+                if failure == nil {
+                    for listener in listeners { listener.call(old, new) }
+                }
+            }
+            releaseLane()
+            return DispatchHandle(resolved: failure.map { .failure($0) } ?? .success(success))
+        }
+
         let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty)
         deliverChanges(to: listeners)
         let handle: DispatchHandle<V>
@@ -209,7 +237,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     }
 
     /// Re-enqueues an item that already has a handle (held before ready, or forwarded by an interceptor).
-    private func enqueueExisting(_ item: LaneItem, ignoringHeld: Bool) {
+    @inlinable
+    final func enqueueExisting(_ item: LaneItem, ignoringHeld: Bool) {
         laneLock.lock()
         if !ignoringHeld, held != nil {
             held?.append(.updater(item))
@@ -232,8 +261,30 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         releaseLane()
     }
 
-    /// Gives the lane up, or hands what arrived meanwhile to the updater queue.
-    private func releaseLane() {
+    /// How much of other producers' work a dispatching thread that holds the lane may apply before it hands
+    /// the rest to the store's queue: enough to avoid a thread hop per item under contention, small enough that
+    /// `dispatch` stays short.
+    @usableFromInline static var combiningItemBudget: Int { 256 }
+    @usableFromInline static var combiningTimeBudgetNanoseconds: UInt64 { 20_000 }
+
+    /// Gives the lane up. Items that arrived meanwhile are applied here in batches, within the combining budget;
+    /// what is left after that goes to the updater queue.
+    @inlinable
+    final func releaseLane() {
+        laneLock.lock()
+        if pending.isEmpty {
+            laneBusy = false
+            laneLock.unlock()
+            return
+        }
+        laneLock.unlock()
+        var applied = 0
+        let start = DispatchTime.now().uptimeNanoseconds
+        while applied < Self.combiningItemBudget {
+            guard let count = drainBatch(lane: .updaterInline) else { return }
+            applied += count
+            if DispatchTime.now().uptimeNanoseconds &- start > Self.combiningTimeBudgetNanoseconds { break }
+        }
         laneLock.lock()
         if pending.isEmpty {
             laneBusy = false
@@ -245,29 +296,60 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     }
 
     /// Runs on the updater queue while it holds the lane: applies everything pending, batch by batch.
-    private func drainQueue() {
-        while true {
-            laneLock.lock()
-            if pending.isEmpty {
-                laneBusy = false
-                laneLock.unlock()
-                return
-            }
-            swap(&pending, &drainBuffer)
-            let listeners = self.listeners
-            laneLock.unlock()
-
-            let record = !listeners.isEmpty
-            for item in drainBuffer {
-                finish(item, process(item, lane: .updaterQueue, recordChanges: record))
-            }
-            drainBuffer.removeAll(keepingCapacity: true)
-            deliverChanges(to: listeners)
-            resolveFinished()
-        }
+    @inlinable
+    final func drainQueue() {
+        while drainBatch(lane: .updaterQueue) != nil {}
     }
 
-    private func finish(_ item: LaneItem, _ result: LaneResult) {
+    /// Applies everything pending as one batch and returns how many items that was; when nothing is pending,
+    /// gives the lane up and returns nil. Called only by the lane holder.
+    @inlinable
+    final func drainBatch(lane: DispatchLane) -> Int? {
+        laneLock.lock()
+        if pending.isEmpty {
+            laneBusy = false
+            laneLock.unlock()
+            return nil
+        }
+        swap(&pending, &drainBuffer)
+        let listeners = self.listeners
+        laneLock.unlock()
+
+        let record = !listeners.isEmpty
+        let count = drainBuffer.count
+        if chain == nil {
+            // No interceptors: apply the whole batch under one acquisition of the state lock.
+            stateLock.lock()
+            for item in drainBuffer {
+                if item.id != 0 { traceBegin(item, lane: lane) }
+                var failure: KatanaError?
+                if record {
+                    let old = _state
+                    do { try item.updater._apply(to: &_state) } catch { failure = error }
+                    if failure == nil { changes.append((old, _state)) }
+                } else {
+                    do { try item.updater._apply(to: &_state) } catch { failure = error }
+                }
+                if item.id != 0 {
+                    tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane,
+                                                        outcome: failure == nil ? .ok : .error))
+                }
+                if let cell = item.cell { finished.append((cell, failure)) }
+            }
+            stateLock.unlock()
+        } else {
+            for item in drainBuffer {
+                finish(item, process(item, lane: lane, recordChanges: record))
+            }
+        }
+        drainBuffer.removeAll(keepingCapacity: true)
+        deliverChanges(to: listeners)
+        resolveFinished()
+        return count
+    }
+
+    @inlinable
+    final func finish(_ item: LaneItem, _ result: LaneResult) {
         guard let cell = item.cell else { return }
         switch result {
         case let .done(error): finished.append((cell, error))
@@ -275,7 +357,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         }
     }
 
-    private func resolveFinished() {
+    @inlinable
+    final func resolveFinished() {
         guard !finished.isEmpty else { return }
         completionLock.lock()
         for (cell, error) in finished {
@@ -285,18 +368,23 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         finished.removeAll(keepingCapacity: true)
     }
 
+    @usableFromInline
     enum LaneResult {
         case done((any Error)?)
         case replacedBySideEffect(any AnySideEffect)
     }
 
     /// Applies one lane item (through the interceptors unless it bypasses them). Called by the lane holder.
-    private func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> LaneResult {
-        if item.id != 0 {
-            tracer.dispatchBegin(DispatchBeginEvent(
-                id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
-                parallelism: UInt32(clamping: sideEffectsInFlight.load(ordering: .relaxed))))
-        }
+    @inlinable
+    final func traceBegin(_ item: LaneItem, lane: DispatchLane) {
+        tracer.dispatchBegin(DispatchBeginEvent(
+            id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
+            parallelism: UInt32(clamping: sideEffectsInFlight.load(ordering: .relaxed))))
+    }
+
+    @inlinable
+    final func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> LaneResult {
+        if item.id != 0 { traceBegin(item, lane: lane) }
         var result = LaneResult.done(nil)
         var outcome = DispatchOutcome.ok
         if let chain, !item.bypass {
@@ -315,8 +403,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         return result
     }
 
-    @inline(__always)
-    private func apply(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
+    @inlinable
+    final func apply(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
         stateLock.lock()
         defer { stateLock.unlock() }
         if recordChanges {
@@ -328,7 +416,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         }
     }
 
-    private func runUpdaterChain(
+    @inlinable
+    final func runUpdaterChain(
         _ updater: any AnyStateUpdater, _ chain: StoreInterceptorChain, recordChanges: Bool
     ) -> (LaneResult, DispatchOutcome) {
         var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .stateUpdater, recordChanges: recordChanges)
@@ -350,6 +439,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     }
 
     /// The end of the interceptor chain.
+    @usableFromInline
     final func interceptedNext(_ item: any Dispatchable) throws {
         if let frame = InterceptionFrames.current(for: ObjectIdentifier(self)), !frame.pointee.nextCalled {
             frame.pointee.nextCalled = true
@@ -364,10 +454,11 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         _ = anyDispatch(item, parentID: 0, bypassInterceptors: true)
     }
 
-    private func deliverChanges(to listeners: [ListenerBox<S>]) {
+    @inlinable
+    final func deliverChanges(to listeners: [ListenerBox<S>]) {
         guard !changes.isEmpty else { return }
         let count = changes.count
-        if configuration.listenerExecutor.isInline {
+        if listenersAreInline {
             for (old, new) in changes {
                 for listener in listeners { listener.call(old, new) }
             }
@@ -385,7 +476,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         }
     }
 
-    private func traceEnqueue(_ item: LaneItem, lane: DispatchLane, depth: Int) {
+    @inlinable
+    final func traceEnqueue(_ item: LaneItem, lane: DispatchLane, depth: Int) {
         tracer.dispatchEnqueue(DispatchEnqueueEvent(
             id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
             queueDepth: UInt32(clamping: depth)))
@@ -393,6 +485,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     // MARK: Side effects
 
+    @inlinable
     final func enqueueSideEffect<V: Sendable>(
         _ sideEffect: any AnySideEffect, type: Any.Type, parentID: UInt64, as: V.Type, bypassInterceptors: Bool
     ) -> DispatchHandle<V> {
@@ -415,14 +508,16 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         return DispatchHandle(cell)
     }
 
-    private func traceEnqueue(_ item: SideEffectItem, lane: DispatchLane, depth: Int) {
+    @inlinable
+    final func traceEnqueue(_ item: SideEffectItem, lane: DispatchLane, depth: Int) {
         tracer.dispatchEnqueue(DispatchEnqueueEvent(
             id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: lane,
             queueDepth: UInt32(clamping: depth)))
     }
 
     /// Starts a side effect that an interceptor put in place of a state updater.
-    private func launchSideEffect(_ sideEffect: any AnySideEffect, cell: AnyHandleCell, parentID: UInt64) {
+    @inlinable
+    final func launchSideEffect(_ sideEffect: any AnySideEffect, cell: AnyHandleCell, parentID: UInt64) {
         let traced = tracer.isEnabled
         let id = traced ? KatanaTracing.nextID() : 0
         let name = traced ? TraceName.of(type(of: sideEffect)) : nil
@@ -431,11 +526,13 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         start(item)
     }
 
-    private func start(_ item: SideEffectItem) {
+    @inlinable
+    final func start(_ item: SideEffectItem) {
         Task { await self.run(item) }
     }
 
-    private func run(_ item: SideEffectItem) async {
+    @inlinable
+    final func run(_ item: SideEffectItem) async {
         let parallelism = sideEffectsInFlight.wrappingAdd(1, ordering: .relaxed).newValue
         if item.id != 0 {
             tracer.dispatchBegin(DispatchBeginEvent(
@@ -449,7 +546,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         }
     }
 
-    private func execute(_ item: SideEffectItem) async -> DispatchOutcome {
+    @inlinable
+    final func execute(_ item: SideEffectItem) async -> DispatchOutcome {
         var toRun: any Dispatchable = item.sideEffect
         if let chain, !item.bypass {
             var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
@@ -535,38 +633,64 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 }
 
 /// An updater waiting in the lane. `cell` is nil only for the caller's own item on the inline path.
+@usableFromInline
 struct LaneItem {
-    var updater: any AnyStateUpdater
-    var cell: AnyHandleCell?
-    var id: UInt64
-    var parentID: UInt64
-    var name: TraceName?
-    var bypass: Bool
+    @usableFromInline var updater: any AnyStateUpdater
+    @usableFromInline var cell: AnyHandleCell?
+    @usableFromInline var id: UInt64
+    @usableFromInline var parentID: UInt64
+    @usableFromInline var name: TraceName?
+    @usableFromInline var bypass: Bool
+
+    @inlinable
+    init(updater: any AnyStateUpdater, cell: AnyHandleCell?, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {
+        self.updater = updater
+        self.cell = cell
+        self.id = id
+        self.parentID = parentID
+        self.name = name
+        self.bypass = bypass
+    }
 }
 
+@usableFromInline
 struct SideEffectItem: Sendable {
-    var sideEffect: any AnySideEffect
-    var cell: AnyHandleCell
-    var id: UInt64
-    var parentID: UInt64
-    var name: TraceName?
-    var bypass: Bool
+    @usableFromInline var sideEffect: any AnySideEffect
+    @usableFromInline var cell: AnyHandleCell
+    @usableFromInline var id: UInt64
+    @usableFromInline var parentID: UInt64
+    @usableFromInline var name: TraceName?
+    @usableFromInline var bypass: Bool
+
+    @inlinable
+    init(sideEffect: any AnySideEffect, cell: AnyHandleCell, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {
+        self.sideEffect = sideEffect
+        self.cell = cell
+        self.id = id
+        self.parentID = parentID
+        self.name = name
+        self.bypass = bypass
+    }
 }
 
+@usableFromInline
 enum HeldItem {
     case updater(LaneItem)
     case sideEffect(SideEffectItem)
 }
 
+@usableFromInline
 final class ListenerBox<S: State>: Sendable {
-    private let listener: @Sendable (S, S) -> Void
-    private let active = Atomic<Bool>(true)
+    @usableFromInline let listener: @Sendable (S, S) -> Void
+    @usableFromInline let active = Atomic<Bool>(true)
 
+    @inlinable
     init(_ listener: @escaping @Sendable (S, S) -> Void) { self.listener = listener }
 
+    @usableFromInline
     func deactivate() { active.store(false, ordering: .releasing) }
 
-    @inline(__always)
+    @inlinable
     func call(_ old: S, _ new: S) {
         if active.load(ordering: .acquiring) { listener(old, new) }
     }

@@ -5,13 +5,14 @@ import KatanaTrace
 /// An executor must run the blocks it is given one at a time, in the order given (a serial executor), or
 /// listeners would see changes out of order.
 public struct StoreExecutor: Sendable {
+    @usableFromInline
     enum Kind: Sendable {
         case inline
         case queue(DispatchQueue)
         case custom(@Sendable (@escaping @Sendable () -> Void) -> Void)
     }
 
-    let kind: Kind
+    @usableFromInline let kind: Kind
 
     /// Runs the work right away on the thread that has it: for listeners, the thread that applied the batch
     /// of updates (the dispatching thread when the updater lane was idle, else the store's updater queue).
@@ -26,12 +27,12 @@ public struct StoreExecutor: Sendable {
         StoreExecutor(kind: .custom(run))
     }
 
-    var isInline: Bool {
+    @inlinable var isInline: Bool {
         if case .inline = kind { return true }
         return false
     }
 
-    func run(_ work: @escaping @Sendable () -> Void) {
+    @usableFromInline func run(_ work: @escaping @Sendable () -> Void) {
         switch kind {
         case .inline: work()
         case let .queue(queue): queue.async(execute: work)

@@ -13,7 +13,7 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
     /// The dependencies handed to every side effect as `context.dependencies`.
     public let dependencies: D
 
-    override var anyDependencies: any SideEffectDependencyContainer { dependencies }
+    @usableFromInline override var anyDependencies: any SideEffectDependencyContainer { dependencies }
 
     /// A store with the state's `init()` value, no interceptors and default configuration.
     public convenience init() {
@@ -57,13 +57,13 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
     }
 
     /// Dispatches a side effect. Returns at once; the handle resolves when its body returns, with what it threw.
-    @discardableResult
+    @inlinable @discardableResult
     public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
         dispatchSideEffect(sideEffect, parentID: 0, as: Void.self)
     }
 
     /// Dispatches a returning side effect; the handle carries its value.
-    @discardableResult
+    @inlinable @discardableResult
     public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
         dispatchSideEffect(sideEffect, parentID: 0, as: E.ReturnValue.self)
     }

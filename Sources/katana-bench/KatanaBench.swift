@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct KatanaBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "katana-bench",
+        abstract: "Stress a Katana Store and report latency histograms.",
+        subcommands: [Micro.self]
+    )
+}

@@ -1,0 +1,157 @@
+import ArgumentParser
+import Foundation
+import Histogram
+import Katana
+import KatanaTrace
+
+/// The Store's per-dispatch costs, measured the way the core issue's budget states them: one producer, one
+/// listener, release build, median of several runs.
+struct Micro: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure the Store's per-dispatch costs (fire-and-forget, awaited round trip, side effects, two producers).")
+
+    enum Case: String, CaseIterable, ExpressibleByArgument {
+        case fireAndForget = "fire-and-forget"
+        case roundTrip = "round-trip"
+        case sideEffects = "side-effects"
+        case twoProducers = "two-producers"
+    }
+
+    @Option(name: .long, help: "Dispatches per run (side effects: a tenth of this).")
+    var iterations: Int = 1_000_000
+
+    @Option(name: .long, help: "Runs per case; the median is reported.")
+    var runs: Int = 5
+
+    @Option(name: .long, parsing: .upToNextOption, help: "Cases to run (default: all): \(Case.allCases.map(\.rawValue).joined(separator: ", ")).")
+    var only: [Case] = []
+
+    @Flag(name: .long, help: "Trace to the LTTng backend (default: the no-op backend, i.e. no tracing at all).")
+    var lttng = false
+
+    @Option(name: .long, help: "Bytes of payload in the state (0: the state is a bare counter, as in the budget).")
+    var payload: Int = 0
+
+    @Option(name: .long, help: "Write the figures as JSON to this file.")
+    var json: String?
+
+    func validate() throws {
+        guard iterations >= 10 else { throw ValidationError("--iterations must be at least 10 (got \(iterations))") }
+        guard payload >= 0 else { throw ValidationError("--payload must not be negative (got \(payload))") }
+        guard runs >= 1 else { throw ValidationError("--runs must be at least 1 (got \(runs))") }
+    }
+
+    func run() async throws {
+        let backend: any TraceBackend = lttng ? LTTngTraceBackend.shared : NoOpTraceBackend()
+        let cases = only.isEmpty ? Case.allCases : only
+        var figures: [String: Double] = [:]
+        for item in cases {
+            switch item {
+            case .fireAndForget:
+                let perOp = median((0..<runs).map { _ in fireAndForget(count: iterations, backend: backend) })
+                figures["fire_and_forget_ns_per_op"] = perOp
+                print(String(format: "fire-and-forget updater dispatch   %9.1f ns/op   (budget ≤ 100)", perOp))
+            case .roundTrip:
+                var p50s: [Double] = []
+                var p99s: [Double] = []
+                for _ in 0..<runs {
+                    let histogram = try await roundTrip(count: iterations / 5, backend: backend)
+                    p50s.append(Double(histogram.valueAtPercentile(50)))
+                    p99s.append(Double(histogram.valueAtPercentile(99)))
+                }
+                figures["round_trip_p50_ns"] = median(p50s)
+                figures["round_trip_p99_ns"] = median(p99s)
+                print(String(format: "awaited updater round trip   p50 %9.1f ns  p99 %9.1f ns   (budget ≤ 1000 / ≤ 10000)",
+                             median(p50s), median(p99s)))
+            case .sideEffects:
+                var perOps: [Double] = []
+                for _ in 0..<runs { perOps.append(try await sideEffects(count: iterations / 10, backend: backend)) }
+                figures["side_effect_ns_per_op"] = median(perOps)
+                print(String(format: "side effect awaiting one updater   %9.1f ns/op   (budget ≤ 2000)", median(perOps)))
+            case .twoProducers:
+                let one = median((0..<runs).map { _ in producers(1, count: iterations, backend: backend) })
+                let two = median((0..<runs).map { _ in producers(2, count: iterations, backend: backend) })
+                figures["one_producer_ns_per_op"] = one
+                figures["two_producers_ns_per_op"] = two
+                print(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op (aggregate; budget: two ≤ one)", one, two))
+            }
+        }
+        if let json {
+            let data = try JSONSerialization.data(withJSONObject: figures, options: [.prettyPrinted, .sortedKeys])
+            try data.write(to: URL(fileURLWithPath: json))
+        }
+    }
+
+    private func makeStore(backend: any TraceBackend) -> BenchStore {
+        let payload = self.payload
+        let store = BenchStore(interceptors: [], stateInitializer: { BenchState(payloadBytes: payload) },
+                               configuration: .init(traceBackend: backend))
+        store.addListener { _, new in blackHole(new.counter) }
+        return store
+    }
+
+    /// ns per dispatch, one producer, nobody awaiting.
+    private func fireAndForget(count: Int, backend: any TraceBackend) -> Double {
+        let store = makeStore(backend: backend)
+        let start = nowNanoseconds()
+        for _ in 0..<count { store.dispatch(Increment()) }
+        let elapsed = nowNanoseconds() - start
+        precondition(store.state.counter == count, "lost updates: \(store.state.counter) of \(count)")
+        return Double(elapsed) / Double(count)
+    }
+
+    /// Latency of `try await dispatch(...).value`, one at a time, in ns.
+    private func roundTrip(count: Int, backend: any TraceBackend) async throws -> Histogram<UInt64> {
+        let store = makeStore(backend: backend)
+        var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
+        for _ in 0..<count {
+            let start = nowNanoseconds()
+            try await store.dispatch(Increment()).value
+            _ = histogram.record(nowNanoseconds() - start)
+        }
+        return histogram
+    }
+
+    /// ns per side effect (dispatch, run, dispatch and await one updater), all dispatched at once.
+    private func sideEffects(count: Int, backend: any TraceBackend) async throws -> Double {
+        let store = makeStore(backend: backend)
+        var handles: [DispatchHandle<Void>] = []
+        handles.reserveCapacity(count)
+        let start = nowNanoseconds()
+        for _ in 0..<count { handles.append(store.dispatch(IncrementAndAwait())) }
+        for handle in handles { try await handle.value }
+        let elapsed = nowNanoseconds() - start
+        precondition(store.state.counter == count, "lost updates")
+        return Double(elapsed) / Double(count)
+    }
+
+    /// Aggregate ns per dispatch with `producers` threads dispatching `count` updaters in total.
+    private func producers(_ producers: Int, count: Int, backend: any TraceBackend) -> Double {
+        let store = makeStore(backend: backend)
+        let perProducer = count / producers
+        let start = nowNanoseconds()
+        DispatchQueue.concurrentPerform(iterations: producers) { _ in
+            for _ in 0..<perProducer { store.dispatch(Increment()) }
+        }
+        // Wait for the lane to finish what producers left queued.
+        let total = perProducer * producers
+        while store.state.counter != total { sched_yield() }
+        return Double(nowNanoseconds() - start) / Double(total)
+    }
+}
+
+struct IncrementAndAwait: SideEffect {
+    func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
+        try await context.dispatch(Increment()).value
+    }
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return .nan }
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// Keeps the optimiser from discarding a value.
+@inline(never)
+func blackHole<T>(_ value: T) {}
