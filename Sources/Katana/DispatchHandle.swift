@@ -9,12 +9,12 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
     @usableFromInline
     enum Storage: Sendable {
         case resolved(Result<Value, any Error>)
-        case pending(HandleCell<Value>)
+        case pending(HandleCell)
     }
 
     @usableFromInline let storage: Storage
 
-    @inlinable init(_ cell: HandleCell<Value>) { storage = .pending(cell) }
+    @inlinable init(_ cell: HandleCell) { storage = .pending(cell) }
     @inlinable init(resolved: Result<Value, any Error>) { storage = .resolved(resolved) }
 
     @inlinable static func rejected(_ error: any Error) -> DispatchHandle { DispatchHandle(resolved: .failure(error)) }
@@ -29,7 +29,7 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
         get async {
             switch storage {
             case let .resolved(result): result
-            case let .pending(cell): await cell.wait()
+            case let .pending(cell): HandleCell.typed(await cell.wait(), as: Value.self)
             }
         }
     }
@@ -43,67 +43,53 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
     }
 }
 
-/// The shared, one-shot completion behind a pending handle. Every cell of a store shares the store's
-/// completion lock, so the lane resolves a whole batch of handles under one acquisition.
+/// The shared, one-shot completion behind a pending handle. Not generic, so the lane resolves a batch of
+/// handles without any runtime type lookups; the value is checked against the handle's type when awaited.
+/// Every cell of a store shares the store's completion lock, so a batch resolves under one acquisition.
 @usableFromInline
-class AnyHandleCell: @unchecked Sendable {
-    // `lock` guards the subclass's result and waiters.
+final class HandleCell: @unchecked Sendable {
+    // `outcome`, `waiter` and `moreWaiters` are guarded by `lock`; `acceptsVoid` is immutable.
+    @usableFromInline typealias Outcome = Result<any Sendable, any Error>
+
     @usableFromInline let lock: Lock
-
-    @inlinable init(lock: Lock) { self.lock = lock }
-
-    /// Resolves with an erased value. Must be called with `lock` held. Later calls are ignored.
-    @usableFromInline func resolveLocked(_ result: Result<any Sendable, any Error>) { fatalError("abstract") }
-
     /// Whether `()` is an acceptable value (the handle of a state updater, a side effect or `anyDispatch`).
-    @usableFromInline var acceptsVoid: Bool { fatalError("abstract") }
+    /// Such handles only report completion, whatever the item (or an interceptor's replacement) produced.
+    @usableFromInline let acceptsVoid: Bool
+    @usableFromInline var outcome: Outcome?
+    @usableFromInline var waiter: UnsafeContinuation<Outcome, Never>?
+    @usableFromInline var moreWaiters: [UnsafeContinuation<Outcome, Never>] = []
 
-    @usableFromInline final func resolve(_ result: Result<any Sendable, any Error>) {
+    @inlinable
+    init(lock: Lock, acceptsVoid: Bool) {
+        self.lock = lock
+        self.acceptsVoid = acceptsVoid
+    }
+
+    @usableFromInline var isResolved: Bool { lock.withLock { outcome != nil } }
+
+    /// Resolves the cell. Must be called with `lock` held. Later calls are ignored.
+    @inlinable
+    func resolveLocked(_ result: Outcome) {
+        guard outcome == nil else { return }
+        outcome = result
+        // Resuming only enqueues the waiting task on its executor, so doing it under the lock is safe.
+        if let waiter {
+            waiter.resume(returning: result)
+            self.waiter = nil
+            for other in moreWaiters { other.resume(returning: result) }
+            moreWaiters = []
+        }
+    }
+
+    @inlinable
+    func resolve(_ result: Outcome) {
         lock.lock()
         resolveLocked(result)
         lock.unlock()
     }
-}
 
-@usableFromInline
-final class HandleCell<Value: Sendable>: AnyHandleCell, @unchecked Sendable {
-    // Guarded by `lock`. At most one waiter is stored inline; more go to `moreWaiters`.
-    private var outcome: Result<Value, any Error>?
-    private var waiter: UnsafeContinuation<Result<Value, any Error>, Never>?
-    private var moreWaiters: [UnsafeContinuation<Result<Value, any Error>, Never>] = []
-
-    @usableFromInline var isResolved: Bool { lock.withLock { outcome != nil } }
-
-    @usableFromInline override var acceptsVoid: Bool { Value.self == Void.self || Value.self == (any Sendable).self }
-
-    @usableFromInline override func resolveLocked(_ result: Result<any Sendable, any Error>) {
-        switch result {
-        case let .success(value):
-            if Value.self == Void.self {
-                // A Void handle only reports completion, whatever the item (or its replacement) produced.
-                resolveTypedLocked(.success(() as! Value))
-            } else if let typed = value as? Value {
-                resolveTypedLocked(.success(typed))
-            } else {
-                resolveTypedLocked(.failure(KatanaError.returnValueTypeMismatch(
-                    expected: "\(Value.self)", got: "\(type(of: value))")))
-            }
-        case let .failure(error):
-            resolveTypedLocked(.failure(error))
-        }
-    }
-
-    func resolveTypedLocked(_ result: Result<Value, any Error>) {
-        guard outcome == nil else { return }
-        outcome = result
-        // Resuming only enqueues the waiting task on its executor, so doing it under the lock is safe.
-        waiter?.resume(returning: result)
-        waiter = nil
-        for other in moreWaiters { other.resume(returning: result) }
-        moreWaiters = []
-    }
-
-    @usableFromInline func wait() async -> Result<Value, any Error> {
+    @usableFromInline
+    func wait() async -> Outcome {
         lock.lock()
         if let outcome {
             lock.unlock()
@@ -119,6 +105,18 @@ final class HandleCell<Value: Sendable>: AnyHandleCell, @unchecked Sendable {
             }
             if waiter == nil { waiter = continuation } else { moreWaiters.append(continuation) }
             lock.unlock()
+        }
+    }
+
+    /// The outcome as seen by a handle of type `Value`.
+    @usableFromInline
+    static func typed<Value: Sendable>(_ outcome: Outcome, as: Value.Type) -> Result<Value, any Error> {
+        switch outcome {
+        case let .failure(error): return .failure(error)
+        case let .success(value):
+            if Value.self == Void.self { return .success(() as! Value) }
+            if let typed = value as? Value { return .success(typed) }
+            return .failure(KatanaError.returnValueTypeMismatch(expected: "\(Value.self)", got: "\(type(of: value))"))
         }
     }
 }

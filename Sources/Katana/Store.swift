@@ -62,11 +62,12 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var pending: [LaneItem] = []  // laneLock
     @usableFromInline @exclusivity(unchecked) var laneBusy = false  // laneLock
     @usableFromInline @exclusivity(unchecked) var held: [HeldItem]? = []  // laneLock; nil once ready
+    @usableFromInline @exclusivity(unchecked) var isHeld = true  // laneLock; held != nil
     @usableFromInline @exclusivity(unchecked) var listeners: [ListenerBox<S>] = []  // laneLock
 
     @usableFromInline @exclusivity(unchecked) var drainBuffer: [LaneItem] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) var changes: [(S, S)] = []  // lane holder
-    @usableFromInline @exclusivity(unchecked) var finished: [(AnyHandleCell, (any Error)?)] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) var finished: [(HandleCell, (any Error)?)] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) var chain: StoreInterceptorChain?  // written once before ready
 
     @usableFromInline let sideEffectsInFlight = Atomic<Int>(0)
@@ -95,7 +96,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     /// Whether the state initializer has run and the interceptors are initialised. Items dispatched before
     /// that are held and run, in order, once it is.
-    public final var isReady: Bool { laneLock.withLock { held == nil } }
+    public final var isReady: Bool { laneLock.withLock { !isHeld } }
 
     @usableFromInline var anyDependencies: any SideEffectDependencyContainer {
         fatalError("PartialStore is abstract; Store overrides anyDependencies")
@@ -182,10 +183,10 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         var item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
 
         laneLock.lock()
-        if held != nil || laneBusy {
-            let cell = HandleCell<V>(lock: completionLock)
+        if isHeld || laneBusy {
+            let cell = HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
             item.cell = cell
-            if held != nil {
+            if isHeld {
                 if id != 0 { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
                 held?.append(.updater(item))
             } else {
@@ -196,6 +197,16 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             return DispatchHandle(cell)
         }
         laneBusy = true
+        if !pending.isEmpty {
+            // The previous holder ran out of combining budget and left work behind: queue behind it and drain.
+            let cell = HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
+            item.cell = cell
+            if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: pending.count) }
+            pending.append(item)
+            laneLock.unlock()
+            combine()
+            return DispatchHandle(cell)
+        }
         let listeners = self.listeners
         if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
@@ -228,7 +239,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         case let .done(error):
             handle = DispatchHandle(resolved: error.map { .failure($0) } ?? .success(success))
         case let .replacedBySideEffect(sideEffect):
-            let cell = HandleCell<V>(lock: completionLock)
+            let cell = HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
             launchSideEffect(sideEffect, cell: cell, parentID: parentID)
             handle = DispatchHandle(cell)
         }
@@ -238,22 +249,30 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     /// Re-enqueues an item that already has a handle (held before ready, or forwarded by an interceptor).
     @inlinable
-    final func enqueueExisting(_ item: LaneItem, ignoringHeld: Bool) {
+    final func enqueueExisting(_ item: LaneItem, ignoringHeld: Bool, alreadyTraced: Bool) {
+        let traced = item.id != 0 && !alreadyTraced
         laneLock.lock()
-        if !ignoringHeld, held != nil {
+        if !ignoringHeld, isHeld {
+            if traced { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
             held?.append(.updater(item))
             laneLock.unlock()
             return
         }
-        if laneBusy {
-            if item.id != 0 { traceEnqueue(item, lane: .updaterQueue, depth: pending.count) }
+        if laneBusy || !pending.isEmpty {
+            if traced { traceEnqueue(item, lane: laneBusy ? .updaterQueue : .updaterInline, depth: pending.count) }
             pending.append(item)
-            laneLock.unlock()
+            if laneBusy {
+                laneLock.unlock()
+            } else {
+                laneBusy = true
+                laneLock.unlock()
+                combine()
+            }
             return
         }
         laneBusy = true
         let listeners = self.listeners
-        if item.id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
+        if traced { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
         finish(item, process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty))
         deliverChanges(to: listeners)
@@ -267,8 +286,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     @usableFromInline static var combiningItemBudget: Int { 256 }
     @usableFromInline static var combiningTimeBudgetNanoseconds: UInt64 { 20_000 }
 
-    /// Gives the lane up. Items that arrived meanwhile are applied here in batches, within the combining budget;
-    /// what is left after that goes to the updater queue.
+    /// Gives the lane up; items that arrived meanwhile are applied first (see `combine`).
     @inlinable
     final func releaseLane() {
         laneLock.lock()
@@ -278,21 +296,43 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             return
         }
         laneLock.unlock()
+        combine()
+    }
+
+    /// Applies pending items in batches on this thread, within the combining budget. If work is left when the
+    /// budget runs out, the lane is released with it still pending: the next dispatching thread takes the lane
+    /// and continues (so under contention producers take turns, with no thread hop), and a kick on the updater
+    /// queue guarantees progress if no dispatch comes.
+    @inlinable
+    final func combine() {
         var applied = 0
         let start = DispatchTime.now().uptimeNanoseconds
-        while applied < Self.combiningItemBudget {
+        while true {
             guard let count = drainBatch(lane: .updaterInline) else { return }
             applied += count
-            if DispatchTime.now().uptimeNanoseconds &- start > Self.combiningTimeBudgetNanoseconds { break }
+            if applied >= Self.combiningItemBudget
+                || DispatchTime.now().uptimeNanoseconds &- start > Self.combiningTimeBudgetNanoseconds {
+                break
+            }
         }
         laneLock.lock()
-        if pending.isEmpty {
-            laneBusy = false
+        laneBusy = false
+        let leftover = !pending.isEmpty
+        laneLock.unlock()
+        if leftover { updaterQueue.async { self.kick() } }
+    }
+
+    /// Takes the lane if it is idle with work pending, and drains it all.
+    @inlinable
+    final func kick() {
+        laneLock.lock()
+        if laneBusy || pending.isEmpty {
             laneLock.unlock()
             return
         }
+        laneBusy = true
         laneLock.unlock()
-        updaterQueue.async { self.drainQueue() }
+        drainQueue()
     }
 
     /// Runs on the updater queue while it holds the lane: applies everything pending, batch by batch.
@@ -489,14 +529,14 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     final func enqueueSideEffect<V: Sendable>(
         _ sideEffect: any AnySideEffect, type: Any.Type, parentID: UInt64, as: V.Type, bypassInterceptors: Bool
     ) -> DispatchHandle<V> {
-        let cell = HandleCell<V>(lock: completionLock)
+        let cell = HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
         let traced = tracer.isEnabled
         let id = traced ? KatanaTracing.nextID() : 0
         let name = traced ? TraceName.of(type) : nil
         let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name,
                                   bypass: bypassInterceptors)
         laneLock.lock()
-        if held != nil {
+        if isHeld {
             if id != 0 { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
             held?.append(.sideEffect(item))
             laneLock.unlock()
@@ -517,7 +557,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     /// Starts a side effect that an interceptor put in place of a state updater.
     @inlinable
-    final func launchSideEffect(_ sideEffect: any AnySideEffect, cell: AnyHandleCell, parentID: UInt64) {
+    final func launchSideEffect(_ sideEffect: any AnySideEffect, cell: HandleCell, parentID: UInt64) {
         let traced = tracer.isEnabled
         let id = traced ? KatanaTracing.nextID() : 0
         let name = traced ? TraceName.of(type(of: sideEffect)) : nil
@@ -548,8 +588,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     @inlinable
     final func execute(_ item: SideEffectItem) async -> DispatchOutcome {
+        guard let chain, !item.bypass else { return await runBody(item.sideEffect, item) }
         var toRun: any Dispatchable = item.sideEffect
-        if let chain, !item.bypass {
+        do {
             var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
             let thrown: (any Error)? = InterceptionFrames.with(&frame) {
                 do {
@@ -574,14 +615,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             toRun = replacement
         }
         if let sideEffect = toRun as? any AnySideEffect, !(toRun is any AnyStateUpdater) {
-            do {
-                let value = try await sideEffect.anySideEffect(AnySideEffectContext(store: self, parentID: item.id))
-                item.cell.resolve(.success(value))
-                return .ok
-            } catch {
-                item.cell.resolve(.failure(error))
-                return .error
-            }
+            return await runBody(sideEffect, item)
         }
         if let updater = toRun as? any AnyStateUpdater, !(toRun is any AnySideEffect) {
             // An interceptor forwarded a state updater instead: it goes down the lane, and this handle resolves
@@ -590,11 +624,23 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             let id = traced ? KatanaTracing.nextID() : 0
             let name = traced ? TraceName.of(type(of: updater)) : nil
             enqueueExisting(LaneItem(updater: updater, cell: item.cell, id: id, parentID: item.parentID, name: name, bypass: true),
-                            ignoringHeld: true)
+                            ignoringHeld: true, alreadyTraced: false)
             return .ok
         }
         item.cell.resolve(.failure(KatanaError.notDispatchable("\(type(of: toRun))")))
         return .error
+    }
+
+    @inlinable
+    final func runBody(_ sideEffect: any AnySideEffect, _ item: SideEffectItem) async -> DispatchOutcome {
+        do {
+            let value = try await sideEffect.anySideEffect(AnySideEffectContext(store: self, parentID: item.id))
+            item.cell.resolve(.success(value))
+            return .ok
+        } catch {
+            item.cell.resolve(.failure(error))
+            return .error
+        }
     }
 
     // MARK: Readiness
@@ -617,6 +663,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             laneLock.lock()
             guard let items = held, !items.isEmpty else {
                 held = nil
+                isHeld = false
                 laneLock.unlock()
                 return
             }
@@ -624,7 +671,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             laneLock.unlock()
             for item in items {
                 switch item {
-                case let .updater(updater): enqueueExisting(updater, ignoringHeld: true)
+                case let .updater(updater): enqueueExisting(updater, ignoringHeld: true, alreadyTraced: true)
                 case let .sideEffect(sideEffect): start(sideEffect)
                 }
             }
@@ -636,14 +683,14 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 @usableFromInline
 struct LaneItem {
     @usableFromInline var updater: any AnyStateUpdater
-    @usableFromInline var cell: AnyHandleCell?
+    @usableFromInline var cell: HandleCell?
     @usableFromInline var id: UInt64
     @usableFromInline var parentID: UInt64
     @usableFromInline var name: TraceName?
     @usableFromInline var bypass: Bool
 
     @inlinable
-    init(updater: any AnyStateUpdater, cell: AnyHandleCell?, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {
+    init(updater: any AnyStateUpdater, cell: HandleCell?, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {
         self.updater = updater
         self.cell = cell
         self.id = id
@@ -656,14 +703,14 @@ struct LaneItem {
 @usableFromInline
 struct SideEffectItem: Sendable {
     @usableFromInline var sideEffect: any AnySideEffect
-    @usableFromInline var cell: AnyHandleCell
+    @usableFromInline var cell: HandleCell
     @usableFromInline var id: UInt64
     @usableFromInline var parentID: UInt64
     @usableFromInline var name: TraceName?
     @usableFromInline var bypass: Bool
 
     @inlinable
-    init(sideEffect: any AnySideEffect, cell: AnyHandleCell, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {
+    init(sideEffect: any AnySideEffect, cell: HandleCell, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {
         self.sideEffect = sideEffect
         self.cell = cell
         self.id = id

@@ -69,8 +69,14 @@ struct Micro: AsyncParsableCommand {
                 figures["side_effect_ns_per_op"] = median(perOps)
                 print(String(format: "side effect awaiting one updater   %9.1f ns/op   (budget ≤ 2000)", median(perOps)))
             case .twoProducers:
-                let one = median((0..<runs).map { _ in producers(1, count: iterations, backend: backend) })
-                let two = median((0..<runs).map { _ in producers(2, count: iterations, backend: backend) })
+                var ones: [Double] = []
+                var twos: [Double] = []
+                for _ in 0..<runs {
+                    ones.append(try await producers(1, count: iterations, backend: backend))
+                    twos.append(try await producers(2, count: iterations, backend: backend))
+                }
+                let one = median(ones)
+                let two = median(twos)
                 figures["one_producer_ns_per_op"] = one
                 figures["two_producers_ns_per_op"] = two
                 print(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op (aggregate; budget: two ≤ one)", one, two))
@@ -125,19 +131,37 @@ struct Micro: AsyncParsableCommand {
         return Double(elapsed) / Double(count)
     }
 
-    /// Aggregate ns per dispatch with `producers` threads dispatching `count` updaters in total.
-    private func producers(_ producers: Int, count: Int, backend: any TraceBackend) -> Double {
+    /// Aggregate ns per dispatch with `producers` threads dispatching `count` updaters in total, until the
+    /// last one is applied.
+    private func producers(_ producers: Int, count: Int, backend: any TraceBackend) async throws -> Double {
         let store = makeStore(backend: backend)
         let perProducer = count / producers
+        let lastHandles = LastHandles(count: producers)
         let start = nowNanoseconds()
-        DispatchQueue.concurrentPerform(iterations: producers) { _ in
-            for _ in 0..<perProducer { store.dispatch(Increment()) }
+        DispatchQueue.concurrentPerform(iterations: producers) { producer in
+            var last: DispatchHandle<Void>?
+            for _ in 0..<perProducer { last = store.dispatch(Increment()) }
+            lastHandles.set(producer, last!)
         }
-        // Wait for the lane to finish what producers left queued.
-        let total = perProducer * producers
-        while store.state.counter != total { sched_yield() }
-        return Double(nowNanoseconds() - start) / Double(total)
+        // Each producer's updaters apply in order, so its last handle resolving means all of them are applied.
+        for handle in lastHandles.all { try await handle.value }
+        let elapsed = nowNanoseconds() - start
+        precondition(store.state.counter == perProducer * producers, "lost updates")
+        return Double(elapsed) / Double(perProducer * producers)
     }
+}
+
+/// One slot per producer thread for its last handle.
+final class LastHandles: @unchecked Sendable {
+    // Each slot is written by one producer inside concurrentPerform and read after it returns.
+    private var slots: [DispatchHandle<Void>?]
+    private let lock = NSLock()
+
+    init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    func set(_ index: Int, _ handle: DispatchHandle<Void>) { lock.withLock { slots[index] = handle } }
+
+    var all: [DispatchHandle<Void>] { lock.withLock { slots.compactMap { $0 } } }
 }
 
 struct IncrementAndAwait: SideEffect {
