@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the system packages Katana's tests, tracing and tools need, and starts an LTTng session daemon.
+# Idempotent: does nothing that is already done. Needs root (or sudo) for apt-get.
+set -euo pipefail
+
+packages=(liblttng-ust-dev lttng-tools babeltrace2 python3-bt2 libxml2-utils valgrind)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# A session daemon for LTTng recordings (tests start one themselves too if this one is gone).
+if ! pgrep -x lttng-sessiond >/dev/null 2>&1; then
+  echo "setup: starting lttng-sessiond" >&2
+  $sudo lttng-sessiond --daemonize >/dev/null 2>&1 || echo "setup: could not start lttng-sessiond; LTTng tests will say why" >&2
+fi
