@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the system packages Katana's tests, tracing and tools need, and starts an LTTng session daemon.
+# Installs the system packages Katana's tests, tracing and tools need (and, with --sessiond, starts an LTTng
+# session daemon).
 # Idempotent: does nothing that is already done. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
@@ -18,8 +19,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# A session daemon for LTTng recordings (tests start one themselves too if this one is gone).
-if ! pgrep -x lttng-sessiond >/dev/null 2>&1; then
+# A session daemon for LTTng recordings. Off by default: the LTTng tests and traces/record start one when none
+# runs (the fault test must own the daemon it kills). `setup-system.sh --sessiond` starts one now.
+if [ "${1:-}" = "--sessiond" ] && ! pgrep -x lttng-sessiond >/dev/null 2>&1; then
   echo "setup: starting lttng-sessiond" >&2
-  $sudo lttng-sessiond --daemonize >/dev/null 2>&1 || echo "setup: could not start lttng-sessiond; LTTng tests will say why" >&2
+  $sudo lttng-sessiond --daemonize >/dev/null 2>&1 || echo "setup: could not start lttng-sessiond" >&2
 fi

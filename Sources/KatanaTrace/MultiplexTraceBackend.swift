@@ -1,0 +1,25 @@
+/// Sends every event to several backends, in order. Enabled when any of them is; an event goes to each backend
+/// that is enabled at that moment.
+public struct MultiplexTraceBackend: TraceBackend {
+    public let backends: [any TraceBackend]
+
+    public init(_ backends: [any TraceBackend]) { self.backends = backends }
+
+    public var isEnabled: Bool { backends.contains { $0.isEnabled } }
+
+    public func dispatchEnqueue(_ event: DispatchEnqueueEvent) { for b in backends where b.isEnabled { b.dispatchEnqueue(event) } }
+    public func dispatchBegin(_ event: DispatchBeginEvent) { for b in backends where b.isEnabled { b.dispatchBegin(event) } }
+    public func dispatchEnd(_ event: DispatchEndEvent) { for b in backends where b.isEnabled { b.dispatchEnd(event) } }
+    public func storeReady(storeID: UInt64, stateType: TraceName) {
+        for b in backends where b.isEnabled { b.storeReady(storeID: storeID, stateType: stateType) }
+    }
+    public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {
+        for b in backends where b.isEnabled { b.listenersNotified(storeID: storeID, changes: changes, listeners: listeners) }
+    }
+    public func transitionBegin(transitionID: UInt64, name: TraceName) {
+        for b in backends where b.isEnabled { b.transitionBegin(transitionID: transitionID, name: name) }
+    }
+    public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {
+        for b in backends where b.isEnabled { b.transitionEnd(transitionID: transitionID, name: name, outcome: outcome) }
+    }
+}

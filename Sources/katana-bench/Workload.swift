@@ -1,0 +1,127 @@
+import ArgumentParser
+import Foundation
+import Katana
+import KatanaTrace
+
+/// A deterministic, traced workload of mixed updaters and nested side effects, whose shape fixes the maximum
+/// parallelism: each round a parent side effect starts `children` children that wait for each other, so exactly
+/// `children + 1` side effects are in flight at the peak. Used by the LTTng integration tests and to make the
+/// sample trace.
+struct Workload: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a deterministic traced workload (mixed updaters and nested side effects).")
+
+    enum Backend: String, ExpressibleByArgument, CaseIterable {
+        case lttng, memory, both, none
+    }
+
+    @Option(help: "Rounds: each is one parent side effect with its children.")
+    var rounds: Int = 500
+    @Option(help: "Children per parent; they rendezvous, so peak parallelism is children + 1.")
+    var children: Int = 4
+    @Option(help: "Updaters each child dispatches and awaits.")
+    var updatersPerChild: Int = 25
+    @Option(help: "Fire-and-forget updaters each parent dispatches.")
+    var updatersPerParent: Int = 95
+    @Option(help: "Trace backend: \(Backend.allCases.map(\.rawValue).joined(separator: ", ")).")
+    var backend: Backend = .lttng
+    @Option(help: "Before starting, wait up to this many seconds for an LTTng session to enable katana events (0: don't wait).")
+    var waitForSession: Double = 0
+    @Option(help: "Write a JSON summary (dispatch counts, in-memory maximum parallelism, final counter) here.")
+    var summary: String?
+
+    func validate() throws {
+        guard rounds > 0, children > 0, updatersPerChild >= 0, updatersPerParent >= 0 else {
+            throw ValidationError("--rounds and --children must be positive, the updater counts not negative")
+        }
+    }
+
+    func run() async throws {
+        if waitForSession > 0 {
+            let deadline = Date().addingTimeInterval(waitForSession)
+            while !LTTngTraceBackend.shared.isEnabled, Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
+            guard LTTngTraceBackend.shared.isEnabled else {
+                throw ValidationError("no LTTng session enabled katana:* within \(waitForSession)s (is lttng-sessiond running?)")
+            }
+        }
+        let memory = InMemoryTraceBackend()
+        let traceBackend: any TraceBackend = switch backend {
+        case .lttng: LTTngTraceBackend.shared
+        case .memory: memory
+        case .both: MultiplexTraceBackend([LTTngTraceBackend.shared, memory])
+        case .none: NoOpTraceBackend()
+        }
+        let store = BenchStore(interceptors: [], stateInitializer: { BenchState() },
+                               configuration: .init(traceBackend: traceBackend))
+        store.addListener { _, _ in }
+        let round = Round(children: children, updatersPerChild: updatersPerChild, updatersPerParent: updatersPerParent)
+        for _ in 0..<rounds {
+            try await store.dispatch(round).value
+        }
+        // Wait for the parents' fire-and-forget updaters.
+        try await store.dispatch(Increment()).value
+        let expected = rounds * (children * updatersPerChild + updatersPerParent) + 1
+        guard store.state.counter == expected else {
+            throw ValidationError("workload lost updates: counter \(store.state.counter), expected \(expected)")
+        }
+        if let summary {
+            let events = memory.events
+            var maxParallelism: UInt32 = 0
+            var dispatches = 0
+            for event in events {
+                if case let .begin(begin) = event { maxParallelism = max(maxParallelism, begin.parallelism) }
+                if case .enqueue = event { dispatches += 1 }
+            }
+            let object: [String: Any] = [
+                "rounds": rounds, "children": children, "counter": store.state.counter,
+                "dispatches": rounds * (1 + children + children * updatersPerChild + updatersPerParent) + 1,
+                "memory_dispatches": dispatches, "memory_max_parallelism": maxParallelism,
+            ]
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            try data.write(to: URL(fileURLWithPath: summary))
+        }
+    }
+}
+
+/// One round: starts the children, which meet before finishing, and fires updaters of its own.
+struct Round: SideEffect {
+    let children: Int
+    let updatersPerChild: Int
+    let updatersPerParent: Int
+
+    func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
+        let meeting = Meeting(parties: children)
+        let handles = (0..<children).map { _ in context.dispatch(Child(updaters: updatersPerChild, meeting: meeting)) }
+        for index in 0..<updatersPerParent { context.dispatch(TouchPayload(byte: UInt8(truncatingIfNeeded: index))) }
+        for handle in handles { try await handle.value }
+    }
+}
+
+struct Child: SideEffect {
+    let updaters: Int
+    let meeting: Meeting
+
+    func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
+        await meeting.arrive()
+        for _ in 0..<updaters { try await context.dispatch(Increment()).value }
+    }
+}
+
+/// Suspends each arriving child until all `parties` have arrived.
+actor Meeting {
+    private let parties: Int
+    private var arrived = 0
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(parties: Int) { self.parties = parties }
+
+    func arrive() async {
+        arrived += 1
+        if arrived == parties {
+            waiting.forEach { $0.resume() }
+            waiting = []
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+}

@@ -1,0 +1,238 @@
+import Dispatch
+import Foundation
+import Katana
+import KatanaTrace
+import Testing
+
+private func makeStore(_ backend: any TraceBackend, interceptors: [StoreInterceptor] = []) -> TraceStore {
+    TraceStore(interceptors: interceptors, stateInitializer: { TraceState() }, configuration: .init(traceBackend: backend))
+}
+
+private extension InMemoryTraceBackend.Event {
+    var dispatchID: UInt64? {
+        switch self {
+        case let .enqueue(e): e.id
+        case let .begin(e): e.id
+        case let .end(e): e.id
+        default: nil
+        }
+    }
+}
+
+/// Every traced dispatch has exactly enqueue, begin, end, in that order.
+private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLocation: SourceLocation = #_sourceLocation) {
+    var stages: [UInt64: [String]] = [:]
+    for event in events {
+        switch event {
+        case let .enqueue(e): stages[e.id, default: []].append("enqueue")
+        case let .begin(e): stages[e.id, default: []].append("begin")
+        case let .end(e): stages[e.id, default: []].append("end")
+        default: break
+        }
+    }
+    for (id, seen) in stages {
+        #expect(id != 0, sourceLocation: sourceLocation)
+        #expect(seen == ["enqueue", "begin", "end"], "id \(id): \(seen)", sourceLocation: sourceLocation)
+    }
+}
+
+@Suite struct InMemoryTracingTests {
+    @Test func anInlineUpdaterEmitsEnqueueBeginEndWithEveryField() throws {
+        let backend = InMemoryTraceBackend()
+        let store = makeStore(backend)
+        store.dispatch(Bump())
+        let events = backend.events.filter { $0.dispatchID != nil }
+        try #require(events.count == 3)
+        guard case let .enqueue(enqueue) = events[0], case let .begin(begin) = events[1], case let .end(end) = events[2] else {
+            Issue.record("unexpected events \(events)")
+            return
+        }
+        let name = TraceName.of(Bump.self)
+        #expect(enqueue == DispatchEnqueueEvent(id: enqueue.id, parentID: 0, kind: .stateUpdater, name: name, lane: .updaterInline, queueDepth: 0))
+        #expect(begin == DispatchBeginEvent(id: enqueue.id, parentID: 0, kind: .stateUpdater, name: name, lane: .updaterInline, parallelism: 0))
+        #expect(end == DispatchEndEvent(id: enqueue.id, kind: .stateUpdater, name: name, lane: .updaterInline, outcome: .ok))
+        #expect(name.string == "KatanaTraceTests.Bump")
+    }
+
+    @Test func storeReadyAndListenerBatchesAreTraced() async throws {
+        let backend = InMemoryTraceBackend()
+        let store = makeStore(backend)
+        store.addListener { _, _ in }
+        store.addListener { _, _ in }
+        try await store.dispatch(Bump()).value
+        let events = backend.events
+        #expect(events.first == .storeReady(storeID: store.storeID, stateType: TraceName.of(TraceState.self)))
+        #expect(events.contains(.listenersNotified(storeID: store.storeID, changes: 1, listeners: 2)))
+    }
+
+    @Test func queuedUpdatersReportTheDepthTheyFound() async throws {
+        let backend = InMemoryTraceBackend()
+        let store = makeStore(backend)
+        let gate = Gate()
+        Thread { store.dispatch(Blocking(gate: gate)) }.start()
+        await onThread { gate.started.wait() }
+        let first = store.dispatch(Bump())
+        let second = store.dispatch(Bump())
+        gate.release.signal()
+        try await first.value
+        try await second.value
+        let enqueues = backend.events.compactMap { event -> DispatchEnqueueEvent? in
+            if case let .enqueue(e) = event, e.name == TraceName.of(Bump.self) { return e }
+            return nil
+        }
+        #expect(enqueues.map(\.lane) == [.updaterQueue, .updaterQueue])
+        #expect(enqueues.map(\.queueDepth) == [0, 1])
+        expectWellFormed(backend.events)
+    }
+
+    @Test func sideEffectsCarryParallelismAndTheirChildrenCarryTheirID() async throws {
+        let backend = InMemoryTraceBackend()
+        let store = makeStore(backend)
+        try await store.dispatch(BumpTwice()).value
+        let events = backend.events
+        expectWellFormed(events)
+        let sideEffectBegin = events.compactMap { event -> DispatchBeginEvent? in
+            if case let .begin(e) = event, e.kind == .sideEffect { return e }
+            return nil
+        }
+        try #require(sideEffectBegin.count == 1)
+        #expect(sideEffectBegin[0].lane == .sideEffectPool)
+        #expect(sideEffectBegin[0].parallelism == 1)
+        #expect(sideEffectBegin[0].name == TraceName.of(BumpTwice.self))
+        let children = events.compactMap { event -> DispatchEnqueueEvent? in
+            if case let .enqueue(e) = event, e.kind == .stateUpdater { return e }
+            return nil
+        }
+        #expect(children.count == 2)
+        #expect(children.allSatisfy { $0.parentID == sideEffectBegin[0].id })
+    }
+
+    @Test func outcomesAreOkErrorAndBlocked() async throws {
+        let backend = InMemoryTraceBackend()
+        let blockBumps: StoreInterceptor = { _ in { next in { item in
+            if item is Bump { throw CancellationError() }
+            if item is BumpTwice { return }
+            try next(item)
+        } } }
+        let store = makeStore(backend, interceptors: [blockBumps])
+        _ = await store.dispatch(Bump()).result
+        _ = await store.dispatch(BumpTwice()).result
+        _ = await store.dispatch(Explode()).result
+        _ = await store.anyDispatch(ForWrongState()).result
+        let outcomes = backend.events.compactMap { event -> (String, DispatchOutcome)? in
+            if case let .end(e) = event { return (e.name.string, e.outcome) }
+            return nil
+        }
+        #expect(outcomes.map(\.0) == ["KatanaTraceTests.Bump", "KatanaTraceTests.BumpTwice", "KatanaTraceTests.Explode", "KatanaTraceTests.ForWrongState"])
+        #expect(outcomes.map(\.1) == [.blocked, .blocked, .error, .error])
+    }
+
+    @Test func heldItemsAreEnqueuedOnceAsHeldThenRun() async throws {
+        let backend = InMemoryTraceBackend()
+        let deferred = DeferredWork()
+        let store = TraceStore(interceptors: [], stateInitializer: { TraceState() },
+                               configuration: .init(stateInitializerExecutor: .custom { deferred.hold($0) }, traceBackend: backend))
+        let handle = store.dispatch(Bump())
+        #expect(!store.isReady)
+        deferred.runHeld()
+        try await handle.value
+        let events = backend.events.filter { $0.dispatchID != nil }
+        expectWellFormed(events)
+        guard case let .enqueue(enqueue) = events.first else {
+            Issue.record("no enqueue")
+            return
+        }
+        #expect(enqueue.lane == .held)
+        #expect(events.count == 3)
+    }
+
+    @Test func aDisabledBackendGetsNothingAndTheStoreStillWorks() async throws {
+        let backend = InMemoryTraceBackend(enabled: false)
+        let store = makeStore(backend)
+        try await store.dispatch(BumpTwice()).value
+        #expect(backend.events.isEmpty)
+        #expect(store.state.counter == 2)
+    }
+
+    @Test func concurrentMixedDispatchesAreAllWellFormedWithUniqueIDs() async throws {
+        let backend = InMemoryTraceBackend()
+        let store = makeStore(backend)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    for _ in 0..<200 {
+                        store.dispatch(Bump())
+                        store.dispatch(BumpTwice())
+                    }
+                }
+            }
+        }
+        try await store.dispatch(Bump()).value
+        #expect(await eventually { store.state.counter == 4 * 200 * 3 + 1 })
+        #expect(await eventually { store.sideEffectsRunning == 0 })
+        let events = backend.events
+        expectWellFormed(events)
+        let ids = events.compactMap { event -> UInt64? in
+            if case let .enqueue(e) = event { return e.id }
+            return nil
+        }
+        #expect(ids.count == 4 * 200 * 4 + 1)
+        #expect(Set(ids).count == ids.count)
+    }
+
+    @Test func multiplexFeedsEveryEnabledBackend() async throws {
+        let on = InMemoryTraceBackend()
+        let off = InMemoryTraceBackend(enabled: false)
+        let store = makeStore(MultiplexTraceBackend([on, off]))
+        try await store.dispatch(Bump()).value
+        #expect(on.events.count == 4)  // store_ready + enqueue, begin, end
+        #expect(off.events.isEmpty)
+    }
+
+    @Test func traceNamesAreInternedAndCarryACString() {
+        let first = TraceName.of(BumpTwice.self)
+        let second = TraceName.of(BumpTwice.self)
+        #expect(first == second)
+        #expect(first.cString == second.cString)
+        #expect(String(cString: first.cString) == String(reflecting: BumpTwice.self))
+    }
+}
+
+struct Blocking: StateUpdater {
+    let gate: Gate
+    func updateState(_ state: inout TraceState) {
+        gate.started.signal()
+        gate.release.wait()
+    }
+}
+
+final class Gate: Sendable {
+    let started = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+}
+
+final class DeferredWork: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var work: (@Sendable () -> Void)?
+    func hold(_ work: @escaping @Sendable () -> Void) { lock.withLock { self.work = work } }
+    func runHeld() { lock.withLock { work }?() }
+}
+
+func onThread(_ work: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { continuation in
+        Thread {
+            work()
+            continuation.resume()
+        }.start()
+    }
+}
+
+func eventually(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(nanoseconds: 1_000_000)
+    }
+    return condition()
+}

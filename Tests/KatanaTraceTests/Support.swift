@@ -1,0 +1,71 @@
+import Foundation
+import Katana
+import KatanaTrace
+
+struct TraceState: State, Equatable {
+    var counter = 0
+    init() {}
+}
+
+typealias TraceStore = Store<TraceState, EmptySideEffectDependencyContainer>
+
+struct Bump: StateUpdater {
+    func updateState(_ state: inout TraceState) { state.counter += 1 }
+}
+
+struct WrongState: State {}
+struct ForWrongState: StateUpdater {
+    func updateState(_ state: inout WrongState) {}
+}
+
+struct BumpTwice: SideEffect {
+    func sideEffect(_ context: SideEffectContext<TraceState, EmptySideEffectDependencyContainer>) async throws {
+        try await context.dispatch(Bump()).value
+        try await context.dispatch(Bump()).value
+    }
+}
+
+struct Explode: SideEffect {
+    func sideEffect(_ context: SideEffectContext<TraceState, EmptySideEffectDependencyContainer>) async throws {
+        throw CancellationError()
+    }
+}
+
+/// Runs a command to completion and returns its exit status and output.
+@discardableResult
+func run(_ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, out: String, err: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Read before waiting so a chatty command cannot block on a full pipe.
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+enum Paths {
+    /// The package root, found from this file's path.
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The katana-bench executable built next to this test binary.
+    static var katanaBench: URL {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var directory = URL(fileURLWithPath: exe).deletingLastPathComponent()
+        // The test binary may sit inside a .xctest bundle directory.
+        for _ in 0..<3 {
+            let candidate = directory.appendingPathComponent("katana-bench")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return directory.appendingPathComponent("katana-bench")
+    }
+
+    static var traceTool: String { packageRoot.appendingPathComponent("traces/katana_trace.py").path }
+}
