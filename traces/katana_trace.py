@@ -99,8 +99,8 @@ def check(events, discarded):
         if seen[0]["parent_id"] != seen[1]["parent_id"]:
             problems.append(f"id {dispatch_id}: parent_id differs between enqueue and begin")
     if discarded:
-        problems.append(f"{discarded} events were DISCARDED by the tracer: use a bigger channel "
-                        f"(lttng enable-channel -u --subbuf-size=8M --num-subbuf=8)")
+        problems.insert(0, f"{discarded} events were DISCARDED by the tracer, so some dispatches look incomplete: "
+                           f"use a bigger channel (lttng enable-channel -u --subbuf-size=8M --num-subbuf=8)")
     return problems, len(by_id)
 
 
@@ -125,6 +125,8 @@ def main(argv=None):
         return 0
     if args.command == "check":
         problems, dispatches = check(events, discarded)
+        if discarded:
+            sys.stderr.write(f"katana_trace: WARNING: {discarded} events were DISCARDED by the tracer\n")
         print(json.dumps({"dispatches": dispatches, "events": len(events), "discarded": discarded,
                           "problems": problems[:20], "problem_count": len(problems)}, indent=2))
         return 1 if problems else 0

@@ -579,40 +579,34 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
                 id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
                 parallelism: UInt32(clamping: parallelism)))
         }
-        let outcome = await execute(item)
+        let (outcome, resolution) = await execute(item)
+        // Leave the in-flight count and end the trace interval before resolving the handle, so whoever awaited it
+        // never sees this side effect still counted as running.
         sideEffectsInFlight.wrappingSubtract(1, ordering: .relaxed)
         if item.id != 0 {
             tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool, outcome: outcome))
         }
+        if let resolution { item.cell.resolve(resolution) }
     }
 
+    /// Runs the interceptors and the body. Returns the outcome and what to resolve the handle with (nil when
+    /// the handle was handed to a forwarded state updater, which resolves it when applied).
     @inlinable
-    final func execute(_ item: SideEffectItem) async -> DispatchOutcome {
+    final func execute(_ item: SideEffectItem) async -> (DispatchOutcome, HandleCell.Outcome?) {
         guard let chain, !item.bypass else { return await runBody(item.sideEffect, item) }
-        var toRun: any Dispatchable = item.sideEffect
-        do {
-            var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
-            let thrown: (any Error)? = InterceptionFrames.with(&frame) {
-                do {
-                    try chain(item.sideEffect)
-                    return nil
-                } catch {
-                    return error
-                }
+        var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
+        let thrown: (any Error)? = InterceptionFrames.with(&frame) {
+            do {
+                try chain(item.sideEffect)
+                return nil
+            } catch {
+                return error
             }
-            if let thrown {
-                item.cell.resolve(.failure(thrown))
-                return .blocked
-            }
-            guard frame.nextCalled, let replacement = frame.replacement else {
-                if item.cell.acceptsVoid {
-                    item.cell.resolve(.success(()))
-                } else {
-                    item.cell.resolve(.failure(KatanaError.returningSideEffectNotExecuted("\(type(of: item.sideEffect))")))
-                }
-                return .blocked
-            }
-            toRun = replacement
+        }
+        if let thrown { return (.blocked, .failure(thrown)) }
+        guard frame.nextCalled, let toRun = frame.replacement else {
+            if item.cell.acceptsVoid { return (.blocked, .success(())) }
+            return (.blocked, .failure(KatanaError.returningSideEffectNotExecuted("\(type(of: item.sideEffect))")))
         }
         if let sideEffect = toRun as? any AnySideEffect, !(toRun is any AnyStateUpdater) {
             return await runBody(sideEffect, item)
@@ -625,21 +619,18 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             let name = traced ? TraceName.of(type(of: updater)) : nil
             enqueueExisting(LaneItem(updater: updater, cell: item.cell, id: id, parentID: item.parentID, name: name, bypass: true),
                             ignoringHeld: true, alreadyTraced: false)
-            return .ok
+            return (.ok, nil)
         }
-        item.cell.resolve(.failure(KatanaError.notDispatchable("\(type(of: toRun))")))
-        return .error
+        return (.error, .failure(KatanaError.notDispatchable("\(type(of: toRun))")))
     }
 
     @inlinable
-    final func runBody(_ sideEffect: any AnySideEffect, _ item: SideEffectItem) async -> DispatchOutcome {
+    final func runBody(_ sideEffect: any AnySideEffect, _ item: SideEffectItem) async -> (DispatchOutcome, HandleCell.Outcome?) {
         do {
             let value = try await sideEffect.anySideEffect(AnySideEffectContext(store: self, parentID: item.id))
-            item.cell.resolve(.success(value))
-            return .ok
+            return (.ok, .success(value))
         } catch {
-            item.cell.resolve(.failure(error))
-            return .error
+            return (.error, .failure(error))
         }
     }
 
