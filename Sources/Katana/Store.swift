@@ -47,32 +47,32 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     // `becomeReady`, before the store is marked ready under `laneLock`, and only read after that.
 
     /// The identity stores report in traces (`store_ready`, `listeners_notified`).
-    public let storeID: UInt64
+    public final let storeID: UInt64
     /// The executors this store runs its own work on.
-    public let configuration: StoreConfiguration
+    public final let configuration: StoreConfiguration
 
-    @usableFromInline let tracer: any TraceBackend
-    @usableFromInline let laneLock = Lock(adaptive: true)
-    @usableFromInline let stateLock = Lock(adaptive: true)
+    @usableFromInline final let tracer: any TraceBackend
+    @usableFromInline final let laneLock = Lock(adaptive: true)
+    @usableFromInline final let stateLock = Lock(adaptive: true)
     /// Shared by every pending handle of this store.
-    @usableFromInline let completionLock = Lock()
+    @usableFromInline final let completionLock = Lock()
 
-    @usableFromInline @exclusivity(unchecked) var _state: S = S()  // stateLock
+    @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
 
-    @usableFromInline @exclusivity(unchecked) var pending: [LaneItem] = []  // laneLock
-    @usableFromInline @exclusivity(unchecked) var laneBusy = false  // laneLock
-    @usableFromInline @exclusivity(unchecked) var held: [HeldItem]? = []  // laneLock; nil once ready
-    @usableFromInline @exclusivity(unchecked) var isHeld = true  // laneLock; held != nil
-    @usableFromInline @exclusivity(unchecked) var listeners: [ListenerBox<S>] = []  // laneLock
+    @usableFromInline @exclusivity(unchecked) final var pending: [LaneItem] = []  // laneLock
+    @usableFromInline @exclusivity(unchecked) final var laneBusy = false  // laneLock
+    @usableFromInline @exclusivity(unchecked) final var held: [HeldItem]? = []  // laneLock; nil once ready
+    @usableFromInline @exclusivity(unchecked) final var isHeld = true  // laneLock; held != nil
+    @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []  // laneLock
 
-    @usableFromInline @exclusivity(unchecked) var drainBuffer: [LaneItem] = []  // lane holder
-    @usableFromInline @exclusivity(unchecked) var changes: [(S, S)] = []  // lane holder
-    @usableFromInline @exclusivity(unchecked) var finished: [(HandleCell, (any Error)?)] = []  // lane holder
-    @usableFromInline @exclusivity(unchecked) var chain: StoreInterceptorChain?  // written once before ready
+    @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var finished: [(HandleCell, (any Error)?)] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
 
-    @usableFromInline let sideEffectsInFlight = Atomic<Int>(0)
-    @usableFromInline let updaterQueue: DispatchQueue
-    @usableFromInline let listenersAreInline: Bool
+    @usableFromInline final let sideEffectsInFlight = Atomic<Int>(0)
+    @usableFromInline final let updaterQueue: DispatchQueue
+    @usableFromInline final let listenersAreInline: Bool
 
     init(configuration: StoreConfiguration) {
         self.configuration = configuration

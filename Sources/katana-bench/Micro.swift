@@ -26,8 +26,14 @@ struct Micro: AsyncParsableCommand {
     @Option(name: .long, parsing: .upToNextOption, help: "Cases to run (default: all): \(Case.allCases.map(\.rawValue).joined(separator: ", ")).")
     var only: [Case] = []
 
-    @Flag(name: .long, help: "Trace to the LTTng backend (default: the no-op backend, i.e. no tracing at all).")
-    var lttng = false
+    enum Backend: String, CaseIterable, ExpressibleByArgument {
+        /// `KatanaTracing.backend`: LTTng in builds with the LTTng trait, no-op without it.
+        case `default`
+        case lttng, none
+    }
+
+    @Option(name: .long, help: "Trace backend: default (LTTng when compiled in), lttng, none.")
+    var backend: Backend = .default
 
     @Option(name: .long, help: "Bytes of payload in the state (0: the state is a bare counter, as in the budget).")
     var payload: Int = 0
@@ -42,7 +48,14 @@ struct Micro: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let backend: any TraceBackend = lttng ? LTTngTraceBackend.shared : NoOpTraceBackend()
+        let backend: any TraceBackend = switch self.backend {
+        case .default: KatanaTracing.backend
+        case .lttng: LTTngTraceBackend.shared
+        case .none: NoOpTraceBackend()
+        }
+        if self.backend != .none {
+            FileHandle.standardError.write(Data("tracing: \(type(of: backend)), compiled in: \(LTTngTraceBackend.isCompiledIn), session listening: \(backend.isEnabled)\n".utf8))
+        }
         let cases = only.isEmpty ? Case.allCases : only
         var figures: [String: Double] = [:]
         for item in cases {
