@@ -50,6 +50,7 @@ let package = Package(
                 "KatanaTrace",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
@@ -58,6 +59,13 @@ let package = Package(
                 "Katana", "KatanaTrace",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "KatanaBenchTests",
+            dependencies: [
+                "katana-bench",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
         .testTarget(

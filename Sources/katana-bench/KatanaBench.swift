@@ -5,7 +5,7 @@ struct KatanaBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "katana-bench",
         abstract: "Stress a Katana Store and report latency histograms.",
-        subcommands: [Micro.self, Workload.self],
-        defaultSubcommand: Micro.self
+        subcommands: [Run.self, Compare.self, Micro.self, Workload.self],
+        defaultSubcommand: Run.self
     )
 }

@@ -1,0 +1,181 @@
+import Foundation
+import Histogram
+
+/// A run's figures, as written by `--json` and read by `compare`. Latencies are in nanoseconds.
+struct BenchResult: Codable, Equatable {
+    static let currentSchema = "katana-bench/1"
+
+    var schema = BenchResult.currentSchema
+    var scenario: String
+    var parameters: [String: String]
+    var environment: Environment
+    var durationSeconds: Double
+    var throughput: [String: Double]
+    var parallelism: Parallelism
+    var harness: Harness
+    var metrics: [String: MetricSummary]
+
+    struct Parallelism: Codable, Equatable {
+        var mean: Double
+        var max: UInt64
+    }
+
+    struct Harness: Codable, Equatable {
+        /// What recording one sample costs: a clock read plus a histogram record.
+        var sampleCostNanoseconds: Double
+    }
+
+    struct Environment: Codable, Equatable {
+        var katanaBenchVersion: String
+        var swiftCompiler: String
+        var os: String
+        var kernel: String
+        var machine: String
+        var cpus: Int
+        var memoryBytes: UInt64
+        var buildConfiguration: String
+
+        static func current() -> Environment {
+            var name = utsname()
+            uname(&name)
+            func string<T>(_ field: T) -> String {
+                withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            }
+            #if DEBUG
+            let configuration = "debug"
+            #else
+            let configuration = "release"
+            #endif
+            #if compiler(>=6.3)
+            let compiler = "6.3+"
+            #elseif compiler(>=6.2)
+            let compiler = "6.2"
+            #else
+            let compiler = "6.1"
+            #endif
+            return Environment(
+                katanaBenchVersion: "1", swiftCompiler: compiler, os: string(name.sysname), kernel: string(name.release),
+                machine: string(name.machine), cpus: ProcessInfo.processInfo.activeProcessorCount,
+                memoryBytes: ProcessInfo.processInfo.physicalMemory, buildConfiguration: configuration)
+        }
+    }
+}
+
+/// One histogram's summary.
+struct MetricSummary: Codable, Equatable {
+    var count: UInt64
+    var mean: Double
+    var p50: UInt64
+    var p90: UInt64
+    var p99: UInt64
+    var p999: UInt64
+    var p9999: UInt64
+    var max: UInt64
+
+    init(_ histogram: LatencyHistogram) {
+        count = histogram.totalCount
+        mean = histogram.totalCount == 0 ? 0 : histogram.mean
+        p50 = histogram.valueAtPercentile(50)
+        p90 = histogram.valueAtPercentile(90)
+        p99 = histogram.valueAtPercentile(99)
+        p999 = histogram.valueAtPercentile(99.9)
+        p9999 = histogram.valueAtPercentile(99.99)
+        max = histogram.max
+    }
+
+    /// A field by name (`p50`, `p99`, `mean`, …), for `compare --metric`.
+    func value(_ field: String) -> Double? {
+        switch field {
+        case "count": Double(count)
+        case "mean": mean
+        case "p50": Double(p50)
+        case "p90": Double(p90)
+        case "p99": Double(p99)
+        case "p999": Double(p999)
+        case "p9999": Double(p9999)
+        case "max": Double(max)
+        default: nil
+        }
+    }
+}
+
+enum Report {
+    /// A duration in the unit that keeps it readable.
+    static func duration(_ nanoseconds: Double) -> String {
+        switch nanoseconds {
+        case ..<1_000: String(format: "%.0f ns", nanoseconds)
+        case ..<1_000_000: String(format: "%.2f µs", nanoseconds / 1e3)
+        case ..<1_000_000_000: String(format: "%.2f ms", nanoseconds / 1e6)
+        default: String(format: "%.2f s", nanoseconds / 1e9)
+        }
+    }
+
+    static func table(_ result: BenchResult) -> String {
+        var lines: [String] = []
+        let p = result.parameters
+        lines.append("katana-bench \(result.scenario): \(p["workers"] ?? "?") workers, \(p["loop"] ?? "?") loop"
+            + (p["rate_per_s"].map { " at \($0)/s" } ?? "")
+            + String(format: ", %.2f s measured (%@ build, %d CPUs)", result.durationSeconds, result.environment.buildConfiguration, result.environment.cpus))
+        lines.append("")
+        let columns = ["metric", "count", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max"]
+        var rows: [[String]] = []
+        for metric in Metric.allCases {
+            guard let m = result.metrics[metric.rawValue], m.count > 0 else { continue }
+            rows.append([metric.rawValue, "\(m.count)", duration(m.mean), duration(Double(m.p50)), duration(Double(m.p90)),
+                         duration(Double(m.p99)), duration(Double(m.p999)), duration(Double(m.p9999)), duration(Double(m.max))])
+        }
+        let widths = columns.indices.map { index in ([columns[index]] + rows.map { $0[index] }).map(\.count).max()! }
+        func format(_ row: [String]) -> String {
+            row.enumerated().map { index, cell in
+                index == 0 ? cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[index] - cell.count) + cell
+            }.joined(separator: "  ")
+        }
+        lines.append(format(columns))
+        lines.append(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  "))
+        lines.append(contentsOf: rows.map(format))
+        lines.append("")
+        lines.append(String(format: "throughput: %.0f top-level/s, %.0f updaters applied/s",
+                            result.throughput["top_level_per_second"] ?? 0, result.throughput["updaters_applied_per_second"] ?? 0))
+        if result.parallelism.max > 0 {
+            lines.append(String(format: "parallelism (side effects in flight at body start): mean %.2f, max %llu",
+                                result.parallelism.mean, result.parallelism.max))
+        }
+        lines.append(String(format: "harness: %.1f ns per recorded sample (clock read + histogram record)", result.harness.sampleCostNanoseconds))
+        return lines.joined(separator: "\n")
+    }
+
+    static func writeJSON(_ result: BenchResult, to path: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(result).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// One `<metric>.hgrm` per non-empty histogram, in HdrHistogram's percentile-distribution format, values in µs
+    /// (as HdrHistogram's plotter expects).
+    static func writeHgrm(_ histograms: [Metric: LatencyHistogram], to directory: String) throws {
+        for (metric, histogram) in histograms where histogram.totalCount > 0 {
+            var text = ""
+            histogram.outputPercentileDistribution(to: &text, outputValueUnitScalingRatio: 1_000)
+            try text.write(toFile: (directory as NSString).appendingPathComponent("\(metric.rawValue).hgrm"), atomically: true, encoding: .utf8)
+        }
+    }
+
+    /// The cost of one recorded sample on this machine: a clock read and a histogram record (median of 5).
+    static func measureSampleCost() -> Double {
+        var histogram = makeHistogram()
+        var costs: [Double] = []
+        for _ in 0..<5 {
+            let n = 200_000
+            let start = nowNanoseconds()
+            var previous = start
+            for _ in 0..<n {
+                let now = nowNanoseconds()
+                _ = histogram.record(now &- previous &+ 1)
+                previous = now
+            }
+            costs.append(Double(nowNanoseconds() - start) / Double(n))
+        }
+        return median(costs)
+    }
+}

@@ -1,0 +1,309 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import Katana
+import KatanaTrace
+
+/// Stresses a Store with one scenario and reports latency histograms.
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stress a Store with a scenario and print latency histograms (the default command).",
+        discussion: """
+        Closed loop (default): each producer/worker sends its next item as soon as the previous one resolved.
+        Open loop (--rate N): items are due at fixed intervals; latency counts from when an item was due, so a
+        stall shows up in the percentiles instead of hiding (no coordinated omission).
+        """)
+
+    enum Scenario: String, CaseIterable, ExpressibleByArgument, Codable {
+        case updaters, sideEffects = "side-effects", mixed
+    }
+
+    @Option(name: .shortAndLong, help: "updaters | side-effects | mixed.")
+    var scenario: Scenario = .sideEffects
+    @Option(help: "Producer tasks dispatching state updaters (updaters scenario).")
+    var producers: Int = 2
+    @Option(help: "Concurrent workers, each keeping one side effect in flight (side-effects, mixed).")
+    var concurrency: Int = 8
+    @Option(help: "Top-level dispatches to measure (split across producers/workers). Ignored with --duration.")
+    var count: Int?
+    @Option(help: "Seconds to measure (default 5 when --count is not given).")
+    var duration: Double?
+    @Option(help: "Seconds of warm-up before measuring (not recorded).")
+    var warmup: Double = 1
+    @Option(help: "Open loop: top-level dispatches per second in total (default: closed loop).")
+    var rate: Double?
+    @Option(help: "Updaters each side effect dispatches and awaits.")
+    var updatersPerSideEffect: Int = 4
+    @Option(help: "Simulated CPU work per side effect, µs (busy spin).")
+    var spinUs: Double = 0
+    @Option(help: "Simulated I/O per side effect, µs (Task.sleep).")
+    var sleepUs: Double = 0
+    @Option(help: "Simulated work inside each updater, µs (busy spin; slows the whole lane).")
+    var updaterSpinUs: Double = 0
+    @Option(help: "Listeners subscribed to the store.")
+    var listeners: Int = 1
+    @Option(help: "Bytes of payload in the state (copied when listeners keep old states).")
+    var payload: Int = 0
+    @Option(help: "Inject a stall: every N seconds one updater spins for --stall-ms (to see it in open-loop percentiles).")
+    var stallEvery: Double?
+    @Option(help: "Length of an injected stall, ms.")
+    var stallMs: Double = 50
+    @Option(help: "Trace backend: default (LTTng when compiled in), lttng, none.")
+    var trace: Micro.Backend = .default
+    @Option(help: "Write all figures, parameters and environment as JSON to this file.")
+    var json: String?
+    @Option(help: "Write HdrHistogram percentile-distribution (.hgrm) files into this directory.")
+    var hgrm: String?
+    @Option(help: "Write a latency-by-percentile SVG chart to this file.")
+    var plot: String?
+
+    func validate() throws {
+        func positive(_ value: Int, _ flag: String) throws {
+            guard value > 0 else { throw ValidationError("\(flag) must be positive (got \(value))") }
+        }
+        try positive(producers, "--producers")
+        try positive(concurrency, "--concurrency")
+        if let count { try positive(count, "--count") }
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be positive (got \(duration))") }
+        guard warmup >= 0 else { throw ValidationError("--warmup must not be negative (got \(warmup))") }
+        if let rate, !(rate > 0) { throw ValidationError("--rate must be positive (got \(rate))") }
+        guard updatersPerSideEffect >= 0 else { throw ValidationError("--updaters-per-side-effect must not be negative") }
+        for (value, flag) in [(spinUs, "--spin-us"), (sleepUs, "--sleep-us"), (updaterSpinUs, "--updater-spin-us"), (stallMs, "--stall-ms")] {
+            guard value >= 0, value.isFinite else { throw ValidationError("\(flag) must not be negative (got \(value))") }
+        }
+        if let stallEvery, !(stallEvery > 0) { throw ValidationError("--stall-every must be positive (got \(stallEvery))") }
+        guard listeners >= 0 else { throw ValidationError("--listeners must not be negative (got \(listeners))") }
+        guard payload >= 0 else { throw ValidationError("--payload must not be negative (got \(payload))") }
+        // Fail before the run, not after it, when an output cannot be written.
+        for path in [json, plot].compactMap({ $0 }) { try checkWritable(file: path) }
+        if let hgrm { try checkWritable(directory: hgrm) }
+    }
+
+    func run() async throws {
+        let (result, histograms) = try await execute()
+        print(Report.table(result))
+        do {
+            if let json { try Report.writeJSON(result, to: json) }
+            if let hgrm { try Report.writeHgrm(histograms, to: hgrm) }
+            if let plot { try Plot.svg(histograms: histograms, title: "katana-bench \(result.scenario)").write(toFile: plot, atomically: true, encoding: .utf8) }
+        } catch {
+            throw ValidationError("could not write the output: \(error.localizedDescription)")
+        }
+    }
+
+    func execute() async throws -> (BenchResult, [Metric: LatencyHistogram]) {
+        let recorders = Recorders()
+        let run = RunContext(recorders: recorders, updaterSpinNanoseconds: UInt64(updaterSpinUs * 1_000),
+                             spinNanoseconds: UInt64(spinUs * 1_000), sleepNanoseconds: UInt64(sleepUs * 1_000),
+                             updatersPerSideEffect: updatersPerSideEffect)
+        let backend: any TraceBackend = switch trace {
+        case .default: KatanaTracing.backend
+        case .lttng: LTTngTraceBackend.shared
+        case .none: NoOpTraceBackend()
+        }
+        let payload = self.payload
+        let store = BenchStore(interceptors: scenario == .mixed ? mixedInterceptors() : [],
+                               stateInitializer: { BenchState(payloadBytes: payload) },
+                               configuration: .init(traceBackend: backend))
+        for _ in 0..<listeners { store.addListener { _, new in blackHole(new.counter) } }
+
+        let workers = scenario == .updaters ? producers : concurrency
+        let measureSeconds = count == nil ? (duration ?? 5) : nil
+        let progress = Progress(enabled: isatty(STDERR_FILENO) == 1)
+
+        // Warm-up: the same loop, nothing recorded.
+        if warmup > 0 {
+            _ = try await drive(store: store, run: run, workers: workers, until: .seconds(warmup), progress: nil)
+        }
+        recorders.setRecording(true)
+        let stalls = stallEvery.map { StallInjector(every: $0, milliseconds: stallMs, store: store) }
+        stalls?.start()
+        let startCounter = store.state.counter
+        let started = nowNanoseconds()
+        let completed = try await drive(store: store, run: run, workers: workers,
+                                        until: measureSeconds.map { .seconds($0) } ?? .count(count!), progress: progress)
+        // Wait for fire-and-forget work (mixed) so every sample is in before merging.
+        try await store.dispatch(Increment()).value
+        while store.sideEffectsRunning > 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+        let elapsed = Double(nowNanoseconds() - started) / 1e9
+        stalls?.stop()
+        recorders.setRecording(false)
+        progress.finish()
+        let updatersApplied = store.state.counter - startCounter
+
+        let merged = recorders.merged()
+        let result = BenchResult(
+            scenario: scenario.rawValue,
+            parameters: parameters(workers: workers),
+            environment: .current(),
+            durationSeconds: elapsed,
+            throughput: [
+                "top_level_per_second": Double(completed) / elapsed,
+                "updaters_applied_per_second": Double(updatersApplied) / elapsed,
+            ],
+            parallelism: .init(mean: merged.parallelismMean, max: merged.parallelismMax),
+            harness: .init(sampleCostNanoseconds: Report.measureSampleCost()),
+            metrics: merged.histograms.reduce(into: [:]) { $0[$1.key.rawValue] = MetricSummary($1.value) }
+        )
+        return (result, merged.histograms)
+    }
+
+    enum Stop { case seconds(Double), count(Int) }
+
+    /// Runs the workers until the stop condition; returns how many top-level items completed.
+    private func drive(store: BenchStore, run: RunContext, workers: Int, until stop: Stop, progress: Progress?) async throws -> Int {
+        let begin = nowNanoseconds()
+        let end: UInt64? = if case let .seconds(s) = stop { begin + UInt64(s * 1e9) } else { nil }
+        let perWorker: Int? = if case let .count(n) = stop { max(n / workers, 1) } else { nil }
+        // Open loop: each worker's items are due every `interval` ns, from `begin`.
+        let interval: UInt64? = rate.map { UInt64(Double(workers) / $0 * 1e9) }
+        let done = AtomicCounter()
+        let scenario = self.scenario
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<workers {
+                group.addTask {
+                    var sent = 0
+                    // Stagger open-loop workers so they are not all due at once.
+                    var due = begin + (interval.map { $0 / UInt64(workers) * UInt64(worker) } ?? 0)
+                    while true {
+                        if let perWorker, sent >= perWorker { break }
+                        var now = nowNanoseconds()
+                        if let end, now >= end { break }
+                        if interval != nil, due > now {
+                            try await waitUntil(due)
+                            now = nowNanoseconds()
+                        }
+                        let intended = interval == nil ? now : due
+                        switch scenario {
+                        case .updaters:
+                            try await store.dispatch(TimedUpdate(dispatchedAt: nowNanoseconds(), run: run)).value
+                            run.recorders.record(.updaterEndToEnd, nowNanoseconds() &- intended)
+                        case .sideEffects:
+                            try await store.dispatch(TimedSideEffect(dispatchedAt: nowNanoseconds(), run: run)).value
+                            run.recorders.record(.sideEffectEndToEnd, nowNanoseconds() &- intended)
+                        case .mixed:
+                            try await store.dispatch(UserAction(dispatchedAt: nowNanoseconds(), run: run)).value
+                            run.recorders.record(.sideEffectEndToEnd, nowNanoseconds() &- intended)
+                        }
+                        sent += 1
+                        done.add(1)
+                        if let interval { due &+= interval }
+                        if worker == 0, sent % 256 == 0 { progress?.update(done.value, since: begin, end: end) }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return done.value
+    }
+
+    private func parameters(workers: Int) -> [String: String] {
+        var p: [String: String] = [
+            "scenario": scenario.rawValue, "workers": "\(workers)", "warmup_s": "\(warmup)",
+            "updaters_per_side_effect": "\(updatersPerSideEffect)", "spin_us": "\(spinUs)", "sleep_us": "\(sleepUs)",
+            "updater_spin_us": "\(updaterSpinUs)", "listeners": "\(listeners)", "payload_bytes": "\(payload)",
+            "loop": rate == nil ? "closed" : "open", "trace": trace.rawValue,
+        ]
+        if let rate { p["rate_per_s"] = "\(rate)" }
+        if let count { p["count"] = "\(count)" } else { p["duration_s"] = "\(duration ?? 5)" }
+        if let stallEvery { p["stall_every_s"] = "\(stallEvery)"; p["stall_ms"] = "\(stallMs)" }
+        return p
+    }
+}
+
+/// Waits until the monotonic time `deadline`: sleeps for long waits, yields for the last stretch, so open-loop
+/// sends are on time without blocking a cooperative thread.
+func waitUntil(_ deadline: UInt64) async throws {
+    while true {
+        let now = nowNanoseconds()
+        if now >= deadline { return }
+        let left = deadline - now
+        if left > 200_000 { try await Task.sleep(nanoseconds: left - 100_000) } else { await Task.yield() }
+    }
+}
+
+/// Every `every` seconds, dispatches one updater that spins for the stall length: the whole lane stalls, as it
+/// would behind a slow updater in an app.
+final class StallInjector: @unchecked Sendable {
+    // `task` is only touched by start/stop on the run's task.
+    private let every: Double
+    private let nanoseconds: UInt64
+    private let store: BenchStore
+    private var task: Task<Void, Never>?
+
+    init(every: Double, milliseconds: Double, store: BenchStore) {
+        self.every = every
+        nanoseconds = UInt64(milliseconds * 1e6)
+        self.store = store
+    }
+
+    func start() {
+        let (store, every, nanoseconds) = (self.store, self.every, self.nanoseconds)
+        task = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(every * 1e9))
+                if Task.isCancelled { break }
+                store.dispatch(Stall(nanoseconds: nanoseconds))
+            }
+        }
+    }
+
+    func stop() { task?.cancel() }
+}
+
+struct Stall: StateUpdater {
+    let nanoseconds: UInt64
+    func updateState(_ state: inout BenchState) { spin(nanoseconds: nanoseconds) }
+}
+
+/// Progress on stderr, only when it is a terminal.
+final class Progress: @unchecked Sendable {
+    // `lastPrint` is only touched by worker 0's task.
+    private let enabled: Bool
+    private var lastPrint: UInt64 = 0
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    func update(_ done: Int, since begin: UInt64, end: UInt64?) {
+        guard enabled else { return }
+        let now = nowNanoseconds()
+        guard now - lastPrint > 500_000_000 else { return }
+        lastPrint = now
+        var line = "\r\u{1B}[K  \(done) done, \(String(format: "%.1f", Double(now - begin) / 1e9)) s"
+        if let end { line += " of \(String(format: "%.1f", Double(end - begin) / 1e9)) s" }
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    func finish() {
+        if enabled { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    }
+}
+
+func checkWritable(file path: String) throws {
+    let url = URL(fileURLWithPath: path)
+    let directory = url.deletingLastPathComponent().path
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+        throw ValidationError("cannot write \(path): directory \(directory) does not exist")
+    }
+    guard FileManager.default.isWritableFile(atPath: directory) else {
+        throw ValidationError("cannot write \(path): directory \(directory) is not writable")
+    }
+    if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+        throw ValidationError("cannot write \(path): it is a directory")
+    }
+}
+
+func checkWritable(directory path: String) throws {
+    var isDirectory: ObjCBool = false
+    if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+        guard isDirectory.boolValue else { throw ValidationError("--hgrm \(path) exists and is not a directory") }
+        guard FileManager.default.isWritableFile(atPath: path) else { throw ValidationError("--hgrm \(path) is not writable") }
+    } else {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw ValidationError("cannot create --hgrm directory \(path): \(error.localizedDescription)")
+        }
+    }
+}

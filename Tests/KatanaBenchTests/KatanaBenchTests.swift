@@ -1,0 +1,187 @@
+import Foundation
+import Histogram
+import Testing
+@testable import katana_bench
+
+/// The katana-bench binary built next to this test binary.
+let katanaBench: URL = {
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var directory = URL(fileURLWithPath: exe).deletingLastPathComponent()
+    for _ in 0..<3 {
+        let candidate = directory.appendingPathComponent("katana-bench")
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        directory = directory.deletingLastPathComponent()
+    }
+    return directory.appendingPathComponent("katana-bench")
+}()
+
+@discardableResult
+func bench(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+    let process = Process()
+    process.executableURL = katanaBench
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
+
+func temporaryDirectory() throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-test-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+/// A result with the given end-to-end p99 and throughput, for compare tests.
+func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, version: String = "1") -> BenchResult {
+    var histogram = makeHistogram()
+    for value in [UInt64](repeating: 1_000, count: 98) + [p99, p99] { _ = histogram.record(value) }
+    var environment = BenchResult.Environment.current()
+    environment.katanaBenchVersion = version
+    return BenchResult(
+        scenario: scenario, parameters: ["workers": "1", "loop": "closed"], environment: environment, durationSeconds: 1,
+        throughput: ["top_level_per_second": throughput], parallelism: .init(mean: 1, max: 1),
+        harness: .init(sampleCostNanoseconds: 30), metrics: ["side_effect.end_to_end": MetricSummary(histogram)])
+}
+
+@Suite struct ArgumentValidationTests {
+    @Test(arguments: [
+        ["--count", "0"], ["--count", "-5"], ["--duration", "0"], ["--rate", "-1"], ["--producers", "0"],
+        ["--concurrency", "0"], ["--warmup", "-1"], ["--listeners", "-1"], ["--payload", "-3"], ["--spin-us", "-1"],
+        ["-s", "nope"], ["--json", "/nonexistent-dir/x.json"], ["--plot", "/nonexistent-dir/x.svg"], ["--bogus-flag"],
+    ])
+    func badRunArgumentsFailWithAMessage(_ arguments: [String]) throws {
+        let outcome = try bench(["run"] + arguments)
+        #expect(outcome.status != 0)
+        #expect(outcome.err.contains("Error:"), "no error message for \(arguments): \(outcome.err)")
+        #expect(outcome.out.isEmpty)
+    }
+
+    @Test func theDefaultCommandIsRun() throws {
+        let outcome = try bench(["--count", "200", "--warmup", "0", "--concurrency", "2"])
+        #expect(outcome.status == 0, "\(outcome.err)")
+        #expect(outcome.out.contains("side_effect.end_to_end"))
+        #expect(outcome.out.contains("p99.99"))
+        // Progress goes to stderr only on a terminal; a pipe gets none.
+        #expect(outcome.err.isEmpty)
+    }
+}
+
+@Suite struct OutputFormatTests {
+    @Test func jsonRoundTripsAndHgrmAndSvgAreWritten() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let json = directory.appendingPathComponent("r.json").path
+        let hgrm = directory.appendingPathComponent("hgrm").path
+        let svg = directory.appendingPathComponent("p.svg").path
+        let outcome = try bench(["run", "-s", "mixed", "--count", "300", "--warmup", "0", "--concurrency", "3",
+                                 "--json", json, "--hgrm", hgrm, "--plot", svg])
+        try #require(outcome.status == 0, "\(outcome.err)")
+
+        let data = try Data(contentsOf: URL(fileURLWithPath: json))
+        let decoded = try JSONDecoder().decode(BenchResult.self, from: data)
+        #expect(decoded.schema == BenchResult.currentSchema)
+        #expect(decoded.scenario == "mixed")
+        #expect(decoded.parameters["workers"] == "3")
+        #expect(decoded.metrics["side_effect.end_to_end"]?.count == 300)
+        #expect(decoded.environment.cpus > 0)
+        // Re-encoding what we decoded gives the same value back.
+        let again = try JSONDecoder().decode(BenchResult.self, from: JSONEncoder().encode(decoded))
+        #expect(again == decoded)
+
+        // .hgrm as HdrHistogram writes it: header, rows of value/percentile/count/1/(1-p), footer.
+        let text = try String(contentsOfFile: hgrm + "/side_effect.end_to_end.hgrm", encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines[0].split(separator: " ") == ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"])
+        #expect(lines[1].isEmpty)
+        #expect(text.contains("#[Mean    ="))
+        #expect(text.contains("#[Max     ="))
+        #expect(text.contains("Total count    =          300]"))
+        #expect(text.contains("#[Buckets ="))
+        let rows = lines.dropFirst(2).filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        #expect(rows.last?.split(separator: " ").count == 3)  // the 100% row has no 1/(1-p)
+        #expect(rows.dropLast().allSatisfy { $0.split(separator: " ").count == 4 })
+
+        let chart = try String(contentsOfFile: svg, encoding: .utf8)
+        #expect(chart.hasPrefix("<svg"))
+        #expect(chart.contains("99.9%"))
+        #expect(chart.contains("side effect end-to-end"))
+        #expect(chart.components(separatedBy: "<polyline").count - 1 >= 4)
+    }
+
+    @Test func percentileTicksReadAsPercentiles() {
+        #expect((0...5).map(Plot.percentileLabel) == ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"])
+    }
+
+    @Test func durationsUseReadableUnits() {
+        #expect(Report.duration(512) == "512 ns")
+        #expect(Report.duration(1_500) == "1.50 µs")
+        #expect(Report.duration(2_500_000) == "2.50 ms")
+    }
+}
+
+@Suite struct CompareTests {
+    func write(_ result: BenchResult, _ directory: URL, _ name: String) throws -> String {
+        let path = directory.appendingPathComponent(name).path
+        try Report.writeJSON(result, to: path)
+        return path
+    }
+
+    @Test func exitCodesTellWithinRegressionImprovementAndBadInput() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let base = try write(result(p99: 100_000, throughput: 1_000), directory, "base.json")
+        let same = try write(result(p99: 104_000, throughput: 990), directory, "same.json")
+        let slower = try write(result(p99: 150_000, throughput: 1_000), directory, "slower.json")
+        let lessThroughput = try write(result(p99: 100_000, throughput: 700), directory, "less.json")
+        let faster = try write(result(p99: 50_000, throughput: 2_000), directory, "faster.json")
+        let other = try write(result(scenario: "updaters", p99: 100_000, throughput: 1_000), directory, "other.json")
+        let newer = try write(result(p99: 100_000, throughput: 1_000, version: "2"), directory, "newer.json")
+        let garbage = directory.appendingPathComponent("garbage.json").path
+        try "not json".write(toFile: garbage, atomically: true, encoding: .utf8)
+
+        #expect(try bench(["compare", base, same]).status == 0)
+        let regression = try bench(["compare", base, slower])
+        #expect(regression.status == 1)
+        #expect(regression.out.contains("REGRESSION"))
+        #expect(try bench(["compare", base, lessThroughput]).status == 1)
+        let improvement = try bench(["compare", base, faster])
+        #expect(improvement.status == 0)
+        #expect(improvement.out.contains("improved"))
+        #expect(try bench(["compare", base, slower, "--threshold", "60%"]).status == 0)
+        #expect(try bench(["compare", base, slower, "--metric", "throughput.top_level_per_second"]).status == 0)
+
+        for bad in [[base, other], [base, newer], [base, garbage], [base, "/nonexistent.json"],
+                    [base, same, "--metric", "no.such.metric"], [base, same, "--threshold", "lots"]] {
+            let outcome = try bench(["compare"] + bad)
+            #expect(outcome.status != 0 && outcome.status != 1, "\(bad): \(outcome.status)")
+            #expect(!outcome.err.isEmpty)
+        }
+    }
+}
+
+@Suite struct OpenLoopTests {
+    /// A 100 ms stall every half second: in open loop every item due during a stall counts its wait, so the tail
+    /// shows it; a closed loop hides it (each producer just sends less).
+    @Test func openLoopReportsAnInjectedStallThatClosedLoopHides() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let open = directory.appendingPathComponent("open.json").path
+        let closed = directory.appendingPathComponent("closed.json").path
+        let common = ["run", "-s", "updaters", "--producers", "2", "--duration", "2", "--warmup", "0",
+                      "--stall-every", "0.5", "--stall-ms", "100", "--trace", "none"]
+        try #require(try bench(common + ["--rate", "2000", "--json", open]).status == 0)
+        try #require(try bench(common + ["--json", closed]).status == 0)
+        let openResult = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: open)))
+        let closedResult = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: closed)))
+        let openP99 = try #require(openResult.metrics["updater.end_to_end"]?.p99)
+        let closedP99 = try #require(closedResult.metrics["updater.end_to_end"]?.p99)
+        #expect(openP99 > 20_000_000, "open loop p99 \(openP99) ns should show the 100 ms stalls")
+        #expect(closedP99 < 20_000_000, "closed loop p99 \(closedP99) ns (coordinated omission hides the stalls)")
+        #expect(openResult.parameters["loop"] == "open")
+    }
+}
