@@ -83,9 +83,10 @@ def check(events, discarded):
     by_id = {}
     for event in events:
         if event["event"] in ("dispatch_enqueue", "dispatch_begin", "dispatch_end"):
-            by_id.setdefault(event["id"], []).append(event)
+            # Ids are unique per process: a trace of several processes is keyed by (vpid, id).
+            by_id.setdefault((event.get("vpid"), event["id"]), []).append(event)
     order = ["dispatch_enqueue", "dispatch_begin", "dispatch_end"]
-    for dispatch_id, seen in by_id.items():
+    for (_, dispatch_id), seen in by_id.items():
         names = [e["event"] for e in seen]
         if names != order:
             problems.append(f"id {dispatch_id}: events {names}, expected enqueue, begin, end once each in that order")

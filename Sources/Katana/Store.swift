@@ -211,9 +211,10 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
 
-        if id == 0, chain == nil, listenersAreInline {
-            // The common case: no tracing, no interceptors. Apply, hand the change straight to the listeners,
-            // and give the lane back, without touching the batch buffers.
+        if chain == nil, listenersAreInline {
+            // The common case: no interceptors. Apply, hand the change straight to the listeners, and give the
+            // lane back, without touching the batch buffers.
+            if id != 0 { traceBegin(item, lane: .updaterInline) }
             var failure: KatanaError?
             stateLock.lock()
             if listeners.isEmpty {
@@ -227,6 +228,11 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
                 if failure == nil {
                     for listener in listeners { listener.call(old, new) }
                 }
+            }
+            if id != 0 {
+                // No listeners_notified here: an inline change reaches the listeners before dispatch_end.
+                tracer.dispatchEnd(DispatchEndEvent(id: id, kind: .stateUpdater, name: item.name!, lane: .updaterInline,
+                                                    outcome: failure == nil ? .ok : .error))
             }
             releaseLane()
             return DispatchHandle(resolved: failure.map { .failure($0) } ?? .success(success))

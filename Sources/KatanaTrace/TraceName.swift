@@ -16,11 +16,36 @@ public struct TraceName: Sendable, Hashable, CustomStringConvertible {
     public static func == (lhs: TraceName, rhs: TraceName) -> Bool { lhs.storage.string == rhs.storage.string }
     public func hash(into hasher: inout Hasher) { hasher.combine(storage.string) }
 
-    /// The interned name of `type`. The first call for a type formats and stores it; later calls are one
-    /// locked dictionary lookup. Call it only when a backend is listening.
-    public static func of(_ type: Any.Type) -> TraceName { cache.name(of: type) }
+    /// The interned name of `type`. The first call for a type formats and stores it; later calls on the same
+    /// thread are one lock-free lookup in a per-thread cache. Call it only when a backend is listening.
+    public static func of(_ type: Any.Type) -> TraceName {
+        let key = ObjectIdentifier(type)
+        let local = ThreadCache.current
+        if let name = local.names[key] { return name }
+        let name = cache.name(of: type)
+        local.names[key] = name
+        return name
+    }
 
     private static let cache = Cache()
+
+    /// One thread's copy of the names it has used; only that thread touches it.
+    private final class ThreadCache {
+        var names: [ObjectIdentifier: TraceName] = [:]
+
+        private static let key: pthread_key_t = {
+            var key = pthread_key_t()
+            pthread_key_create(&key) { raw in if let raw { Unmanaged<ThreadCache>.fromOpaque(raw).release() } }
+            return key
+        }()
+
+        static var current: ThreadCache {
+            if let raw = pthread_getspecific(key) { return Unmanaged<ThreadCache>.fromOpaque(raw).takeUnretainedValue() }
+            let cache = ThreadCache()
+            pthread_setspecific(key, Unmanaged.passRetained(cache).toOpaque())
+            return cache
+        }
+    }
 
     private final class Storage: @unchecked Sendable {
         // Immutable after init; the C buffer is never freed because interned names live for the whole process.

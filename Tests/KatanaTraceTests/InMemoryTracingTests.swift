@@ -59,10 +59,18 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
         let store = makeStore(backend)
         store.addListener { _, _ in }
         store.addListener { _, _ in }
-        try await store.dispatch(Bump()).value
+        // Hold the lane so the next two updaters are queued and delivered to the listeners as one batch.
+        let gate = Gate()
+        Thread { store.dispatch(Blocking(gate: gate)) }.start()
+        await onThread { gate.started.wait() }
+        let first = store.dispatch(Bump())
+        let second = store.dispatch(Bump())
+        gate.release.signal()
+        try await first.value
+        try await second.value
         let events = backend.events
         #expect(events.first == .storeReady(storeID: store.storeID, stateType: TraceName.of(TraceState.self)))
-        #expect(events.contains(.listenersNotified(storeID: store.storeID, changes: 1, listeners: 2)))
+        #expect(events.contains(.listenersNotified(storeID: store.storeID, changes: 2, listeners: 2)))
     }
 
     @Test func queuedUpdatersReportTheDepthTheyFound() async throws {
