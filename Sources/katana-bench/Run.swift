@@ -48,14 +48,16 @@ struct Run: AsyncParsableCommand {
     var stallEvery: Double?
     @Option(help: "Length of an injected stall, ms.")
     var stallMs: Double = 50
-    @Option(help: "Trace backend: default (LTTng when compiled in), lttng, none.")
-    var trace: Micro.Backend = .default
+    @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none.")
+    var traceBackend: Micro.Backend = .default
     @Option(help: "Write all figures, parameters and environment as JSON to this file.")
     var json: String?
     @Option(help: "Write HdrHistogram percentile-distribution (.hgrm) files into this directory.")
     var hgrm: String?
     @Option(help: "Write a latency-by-percentile SVG chart to this file.")
     var plot: String?
+    @Option(name: .customLong("trace"), help: "Record the run with LTTng (katana:*, vpid/vtid) into this directory, as traces/record does.")
+    var traceDirectory: String?
 
     func validate() throws {
         func positive(_ value: Int, _ flag: String) throws {
@@ -80,7 +82,20 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
+        var recording: LTTngRecording?
+        if let traceDirectory {
+            do {
+                recording = try LTTngRecording(directory: traceDirectory)
+            } catch {
+                throw ValidationError("cannot record a trace: \(error)")
+            }
+        }
+        defer { recording?.destroy() }
         let (result, histograms) = try await execute()
+        if let recording {
+            try recording.stop()
+            FileHandle.standardError.write(Data("trace: \(recording.directory)\n".utf8))
+        }
         print(Report.table(result))
         do {
             if let json { try Report.writeJSON(result, to: json) }
@@ -96,7 +111,7 @@ struct Run: AsyncParsableCommand {
         let run = RunContext(recorders: recorders, updaterSpinNanoseconds: UInt64(updaterSpinUs * 1_000),
                              spinNanoseconds: UInt64(spinUs * 1_000), sleepNanoseconds: UInt64(sleepUs * 1_000),
                              updatersPerSideEffect: updatersPerSideEffect)
-        let backend: any TraceBackend = switch trace {
+        let backend: any TraceBackend = switch traceBackend {
         case .default: KatanaTracing.backend
         case .lttng: LTTngTraceBackend.shared
         case .none: NoOpTraceBackend()
@@ -202,7 +217,7 @@ struct Run: AsyncParsableCommand {
             "scenario": scenario.rawValue, "workers": "\(workers)", "warmup_s": "\(warmup)",
             "updaters_per_side_effect": "\(updatersPerSideEffect)", "spin_us": "\(spinUs)", "sleep_us": "\(sleepUs)",
             "updater_spin_us": "\(updaterSpinUs)", "listeners": "\(listeners)", "payload_bytes": "\(payload)",
-            "loop": rate == nil ? "closed" : "open", "trace": trace.rawValue,
+            "loop": rate == nil ? "closed" : "open", "trace_backend": traceBackend.rawValue,
         ]
         if let rate { p["rate_per_s"] = "\(rate)" }
         if let count { p["count"] = "\(count)" } else { p["duration_s"] = "\(duration ?? 5)" }

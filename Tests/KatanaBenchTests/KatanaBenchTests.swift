@@ -173,7 +173,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         let open = directory.appendingPathComponent("open.json").path
         let closed = directory.appendingPathComponent("closed.json").path
         let common = ["run", "-s", "updaters", "--producers", "2", "--duration", "2", "--warmup", "0",
-                      "--stall-every", "0.5", "--stall-ms", "100", "--trace", "none"]
+                      "--stall-every", "0.5", "--stall-ms", "100", "--trace-backend", "none"]
         try #require(try bench(common + ["--rate", "2000", "--json", open]).status == 0)
         try #require(try bench(common + ["--json", closed]).status == 0)
         let openResult = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: open)))
