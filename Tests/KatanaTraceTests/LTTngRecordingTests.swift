@@ -255,6 +255,129 @@ struct LTTngRecordingTests {
     }
 }
 
+/// The trace toolkit on real recordings: each README command, one test each.
+extension LTTngRecordingTests {
+    @Test func recordAnalyzeAndExportABenchRun() throws {
+        try LTTngEnvironment.ensureSessiond()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-record-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let record = try run([Paths.packageRoot.appendingPathComponent("traces/record").path, "-o", directory.path, "--",
+                              Paths.katanaBench.path, "-s", "mixed", "--count", "200", "--warmup", "0", "--concurrency", "4"])
+        try #require(record.status == 0, "traces/record failed: \(record.err)")
+        #expect(record.out.hasSuffix(directory.path + "\n"), "record must print where the trace is")
+        #expect(try run(["lttng", "list"]).out.contains(directory.lastPathComponent) == false)
+
+        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        #expect(check.status == 0, "\(check.out)")
+        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
+        #expect(analysis.status == 0)
+        #expect(analysis.out.contains("katana_bench.UserAction → katana_bench.FetchProfile: 200"))
+        let exportURL = directory.appendingPathComponent("perfetto.json")
+        let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
+        #expect(export.status == 0)
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
+        #expect(traceEventProblems(document).isEmpty)
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(export.out.utf8)) as? [String: Any])
+        let phases = try #require(summary["events_by_phase"] as? [String: Int])
+        #expect(phases["X"] == phases["b"])
+        #expect((phases["X"] ?? 0) > 1_000)
+    }
+
+    @Test func katanaBenchRecordsItsOwnRunWithTrace() throws {
+        try LTTngEnvironment.ensureSessiond()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-trace-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bench = try run([Paths.katanaBench.path, "-s", "updaters", "--count", "2000", "--warmup", "0", "--trace", directory.path])
+        try #require(bench.status == 0, "\(bench.err)")
+        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        #expect(check.status == 0, "\(check.out)")
+        #expect(check.out.contains("\"discarded\": 0"))
+    }
+
+    @Test func aTraceWithoutKatanaEventsIsRejected() throws {
+        try LTTngEnvironment.ensureSessiond()
+        let name = "katana-none-\(getpid())-\(UInt64.random(in: 0..<UInt64.max))"
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
+        defer {
+            _ = try? run(["lttng", "destroy", name])
+            try? FileManager.default.removeItem(at: directory)
+        }
+        try #require(try run(["lttng", "create", name, "--output=\(directory.path)"]).status == 0)
+        try #require(try run(["lttng", "enable-event", "-u", "-s", name, "lttng_ust_statedump:*"]).status == 0)
+        try #require(try run(["lttng", "start", name]).status == 0)
+        _ = try run([Paths.katanaBench.path, "-s", "updaters", "--count", "100", "--warmup", "0"])
+        _ = try run(["lttng", "stop", name])
+        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
+        #expect(analysis.status == 2)
+        #expect(analysis.err.contains("katana_trace:"))
+    }
+
+    /// LTTng live: a relay daemon on loopback, a live session streaming to it, babeltrace2 reading the stream
+    /// while the workload runs — the path for tracing many hosts to one relay.
+    @Test func liveStreamingThroughARelayOnLoopback() throws {
+        try LTTngEnvironment.ensureSessiond()
+        let base = Int.random(in: 20_000..<60_000)
+        let relay = Process()
+        relay.executableURL = URL(fileURLWithPath: "/usr/bin/lttng-relayd")
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("katana-relay-\(UUID().uuidString)")
+        relay.arguments = ["-C", "tcp://127.0.0.1:\(base)", "-D", "tcp://127.0.0.1:\(base + 1)", "-L", "tcp://127.0.0.1:\(base + 2)",
+                           "-o", output.path]
+        relay.standardOutput = FileHandle.nullDevice
+        relay.standardError = FileHandle.nullDevice
+        try relay.run()
+        defer {
+            // lttng-relayd does not exit on SIGTERM while it has streams; it is ours, so SIGKILL it.
+            kill(relay.processIdentifier, SIGKILL)
+            relay.waitUntilExit()
+            try? FileManager.default.removeItem(at: output)
+        }
+        let name = "katana-live-\(getpid())-\(UInt64.random(in: 0..<UInt64.max))"
+        defer { _ = try? run(["lttng", "destroy", name]) }
+        var created = false
+        for _ in 0..<50 where !created {
+            created = (try run(["lttng", "create", name, "--live=200000", "--set-url=net://127.0.0.1:\(base):\(base + 1)"])).status == 0
+            if !created { usleep(100_000) }
+        }
+        try #require(created, "could not create a live session against the relay")
+        try #require(try run(["lttng", "enable-channel", "-u", "-s", name, "--subbuf-size=8M", "--num-subbuf=8", "katana"]).status == 0)
+        try #require(try run(["lttng", "enable-event", "-u", "-s", name, "-c", "katana", "katana:*"]).status == 0)
+        try #require(try run(["lttng", "add-context", "-u", "-s", name, "-c", "katana", "-t", "vpid", "-t", "vtid"]).status == 0)
+        try #require(try run(["lttng", "start", name]).status == 0)
+
+        let hostname = try run(["hostname"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        let reader = Process()
+        reader.executableURL = URL(fileURLWithPath: "/usr/bin/babeltrace2")
+        reader.arguments = ["--input-format=lttng-live", "net://127.0.0.1:\(base + 2)/host/\(hostname)/\(name)"]
+        let readerOut = FileManager.default.temporaryDirectory.appendingPathComponent("katana-live-\(UUID().uuidString).txt")
+        _ = FileManager.default.createFile(atPath: readerOut.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: readerOut) }
+        reader.standardOutput = try FileHandle(forWritingTo: readerOut)
+        reader.standardError = FileHandle.nullDevice
+        try reader.run()
+
+        let workload = try run([Paths.katanaBench.path, "workload", "--backend", "lttng", "--rounds", "20", "--wait-for-session", "20"])
+        #expect(workload.status == 0, "\(workload.err)")
+        // Events arrive while the session is still recording.
+        let deadline = Date().addingTimeInterval(30)
+        var live = ""
+        while Date() < deadline {
+            live = (try? String(contentsOf: readerOut, encoding: .utf8)) ?? ""
+            if live.components(separatedBy: "katana:dispatch_end").count - 1 >= 4_001 { break }
+            usleep(100_000)
+        }
+        _ = try run(["lttng", "stop", name])
+        _ = try run(["lttng", "destroy", name])
+        // The reader ends when the session is destroyed; give it a bounded time, then stop it.
+        let readerDeadline = Date().addingTimeInterval(15)
+        while reader.isRunning, Date() < readerDeadline { usleep(100_000) }
+        if reader.isRunning { kill(reader.processIdentifier, SIGKILL) }
+        reader.waitUntilExit()
+        live = (try? String(contentsOf: readerOut, encoding: .utf8)) ?? ""
+        #expect(live.components(separatedBy: "katana:dispatch_begin").count - 1 == 4_001)
+        #expect(live.contains("katana_bench.Child"))
+    }
+}
+
 func directorySize(_ url: URL) -> Int {
     guard let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.fileSizeKey]) else { return 0 }
     var total = 0
