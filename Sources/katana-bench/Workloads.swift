@@ -12,6 +12,28 @@ final class RunContext: Sendable {
     let updatersPerSideEffect: Int
     let inFlight = AtomicCounter()
 
+    /// Called first thing in a timed side effect's body: records its queue wait and the parallelism it found, and
+    /// counts it in flight. Returns the body's start time; call `sideEffectEnded` when the body is done.
+    @inline(__always)
+    func sideEffectStarted(dispatchedAt: UInt64) -> UInt64 {
+        let start = nowNanoseconds()
+        recorders.record(.sideEffectQueueWait, start &- dispatchedAt)
+        recorders.sampleParallelism(inFlight.add(1))
+        return start
+    }
+
+    @inline(__always)
+    func sideEffectEnded(startedAt start: UInt64) {
+        inFlight.add(-1)
+        recorders.record(.sideEffectService, nowNanoseconds() &- start)
+    }
+
+    /// The simulated work of a side effect: busy spin, then sleep.
+    func simulatedWork() async throws {
+        spin(nanoseconds: spinNanoseconds)
+        if sleepNanoseconds > 0 { try await Task.sleep(nanoseconds: sleepNanoseconds) }
+    }
+
     init(recorders: Recorders, updaterSpinNanoseconds: UInt64, spinNanoseconds: UInt64, sleepNanoseconds: UInt64, updatersPerSideEffect: Int) {
         self.recorders = recorders
         self.updaterSpinNanoseconds = updaterSpinNanoseconds
@@ -51,14 +73,10 @@ struct TimedSideEffect: SideEffect {
     let run: RunContext
 
     func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
-        let start = nowNanoseconds()
-        run.recorders.record(.sideEffectQueueWait, start &- dispatchedAt)
-        run.recorders.sampleParallelism(run.inFlight.add(1))
-        defer { run.inFlight.add(-1) }
-        spin(nanoseconds: run.spinNanoseconds)
-        if run.sleepNanoseconds > 0 { try await Task.sleep(nanoseconds: run.sleepNanoseconds) }
+        let start = run.sideEffectStarted(dispatchedAt: dispatchedAt)
+        defer { run.sideEffectEnded(startedAt: start) }
+        try await run.simulatedWork()
         for _ in 0..<run.updatersPerSideEffect { try await timedUpdate(context, run) }
-        run.recorders.record(.sideEffectService, nowNanoseconds() &- start)
     }
 }
 
@@ -71,15 +89,12 @@ struct UserAction: SideEffect {
     let run: RunContext
 
     func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
-        let start = nowNanoseconds()
-        run.recorders.record(.sideEffectQueueWait, start &- dispatchedAt)
-        run.recorders.sampleParallelism(run.inFlight.add(1))
-        defer { run.inFlight.add(-1) }
+        let start = run.sideEffectStarted(dispatchedAt: dispatchedAt)
+        defer { run.sideEffectEnded(startedAt: start) }
         try await timedUpdate(context, run)
         try await context.dispatch(FetchProfile(dispatchedAt: nowNanoseconds(), run: run)).value
         for _ in 0..<max(run.updatersPerSideEffect - 1, 0) { try await timedUpdate(context, run) }
         context.dispatch(TimedUpdate(dispatchedAt: nowNanoseconds(), run: run))
-        run.recorders.record(.sideEffectService, nowNanoseconds() &- start)
     }
 }
 
@@ -91,8 +106,7 @@ struct FetchProfile: SideEffect {
     func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
         run.recorders.sampleParallelism(run.inFlight.add(1))
         defer { run.inFlight.add(-1) }
-        spin(nanoseconds: run.spinNanoseconds)
-        if run.sleepNanoseconds > 0 { try await Task.sleep(nanoseconds: run.sleepNanoseconds) }
+        try await run.simulatedWork()
         try await timedUpdate(context, run)
     }
 }
