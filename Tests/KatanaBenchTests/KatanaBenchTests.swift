@@ -62,7 +62,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
     }
 
     @Test func theDefaultCommandIsRun() throws {
-        let outcome = try bench(["--count", "200", "--warmup", "0", "--concurrency", "2"])
+        let outcome = try bench(["--count", "200", "--warmup", "0", "--concurrency", "2", "--trace-backend", "none"])
         #expect(outcome.status == 0, "\(outcome.err)")
         #expect(outcome.out.contains("side_effect.end_to_end"))
         #expect(outcome.out.contains("p99.99"))
@@ -79,7 +79,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         let hgrm = directory.appendingPathComponent("hgrm").path
         let svg = directory.appendingPathComponent("p.svg").path
         let outcome = try bench(["run", "-s", "mixed", "--count", "300", "--warmup", "0", "--concurrency", "3",
-                                 "--json", json, "--hgrm", hgrm, "--plot", svg])
+                                 "--json", json, "--hgrm", hgrm, "--plot", svg, "--trace-backend", "none"])
         try #require(outcome.status == 0, "\(outcome.err)")
 
         let data = try Data(contentsOf: URL(fileURLWithPath: json))

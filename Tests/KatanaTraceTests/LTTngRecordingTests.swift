@@ -133,8 +133,20 @@ struct WorkloadSummary: Decodable {
     let counter: Int
 }
 
-func runWorkload(_ extra: [String], summary: URL) throws -> (status: Int32, out: String, err: String) {
-    try run([Paths.katanaBench.path, "workload", "--wait-for-session", "20", "--summary", summary.path] + extra)
+/// Runs the workload in a child process; returns its exit status, stderr and PID. A session records katana:* from
+/// every process (other suites run katana-bench too), so checks select the child's events by its PID (vpid).
+func runWorkload(_ extra: [String], summary: URL?) throws -> (status: Int32, err: String, pid: Int) {
+    let process = Process()
+    process.executableURL = Paths.katanaBench
+    process.arguments = ["workload", "--wait-for-session", "20"] + (summary.map { ["--summary", $0.path] } ?? []) + extra
+    let errors = Pipe()
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = errors
+    try process.run()
+    let pid = Int(process.processIdentifier)
+    let data = errors.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self), pid)
 }
 
 @Suite(.serialized, .enabled(if: LTTngEnvironment.shouldRun, LTTngEnvironment.skipReason))
@@ -156,7 +168,9 @@ struct LTTngRecordingTests {
         #expect(discarded == 0, "the tracer discarded events")
 
         var byID: [UInt64: [RecordedEvent]] = [:]
-        for event in events where event.event.hasPrefix("dispatch_") { byID[event.id!, default: []].append(event) }
+        for event in events where event.event.hasPrefix("dispatch_") && event.vpid == workload.pid {
+            byID[event.id!, default: []].append(event)
+        }
         #expect(byID.count == summary.dispatches)
         #expect(byID.count == summary.memory_dispatches)
 
@@ -205,8 +219,8 @@ struct LTTngRecordingTests {
         // The peak parallelism LTTng saw is what the in-memory backend saw for the same workload: children + 1.
         #expect(maxParallelism == UInt64(summary.memory_max_parallelism))
         #expect(maxParallelism == 5)
-        #expect(events.contains { $0.event == "store_ready" })
-        #expect(events.contains { $0.event == "listeners_notified" })
+        #expect(events.contains { $0.event == "store_ready" && $0.vpid == workload.pid })
+        #expect(events.contains { $0.event == "listeners_notified" && $0.vpid == workload.pid })
     }
 
     @Test func theApplicationCarriesOnWhenTheSessionDaemonDies() throws {
@@ -359,14 +373,18 @@ extension LTTngRecordingTests {
         reader.standardError = FileHandle.nullDevice
         try reader.run()
 
-        let workload = try run([Paths.katanaBench.path, "workload", "--backend", "lttng", "--rounds", "20", "--wait-for-session", "20"])
+        let workload = try runWorkload(["--backend", "lttng", "--rounds", "20"], summary: nil)
         #expect(workload.status == 0, "\(workload.err)")
+        let mine = "vpid = \(workload.pid),"
+        func count(_ event: String, in text: String) -> Int {
+            text.split(separator: "\n").filter { $0.contains(event) && $0.contains(mine) }.count
+        }
         // Events arrive while the session is still recording.
         let deadline = Date().addingTimeInterval(30)
         var live = ""
         while Date() < deadline {
             live = (try? String(contentsOf: readerOut, encoding: .utf8)) ?? ""
-            if live.components(separatedBy: "katana:dispatch_end").count - 1 >= 4_001 { break }
+            if count("katana:dispatch_end", in: live) >= 4_001 { break }
             usleep(100_000)
         }
         _ = try run(["lttng", "stop", name])
@@ -377,7 +395,7 @@ extension LTTngRecordingTests {
         if reader.isRunning { kill(reader.processIdentifier, SIGKILL) }
         reader.waitUntilExit()
         live = (try? String(contentsOf: readerOut, encoding: .utf8)) ?? ""
-        #expect(live.components(separatedBy: "katana:dispatch_begin").count - 1 == 4_001)
+        #expect(count("katana:dispatch_begin", in: live) == 4_001)
         #expect(live.contains("katana_bench.Child"))
     }
 }
