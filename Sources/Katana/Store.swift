@@ -369,13 +369,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             for item in drainBuffer {
                 if item.id != 0 { traceBegin(item, lane: lane) }
                 var failure: KatanaError?
-                if record {
-                    let old = _state
-                    do { try item.updater._apply(to: &_state) } catch { failure = error }
-                    if failure == nil { changes.append((old, _state)) }
-                } else {
-                    do { try item.updater._apply(to: &_state) } catch { failure = error }
-                }
+                do { try applyLocked(item.updater, recordChanges: record) } catch { failure = error }
                 if item.id != 0 {
                     tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane,
                                                         outcome: failure == nil ? .ok : .error))
@@ -453,6 +447,13 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     final func apply(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
         stateLock.lock()
         defer { stateLock.unlock() }
+        try applyLocked(updater, recordChanges: recordChanges)
+    }
+
+    /// Applies one updater; the caller holds `stateLock` and the lane. With `recordChanges`, the (old, new) pair
+    /// goes to the batch's `changes` for the listeners.
+    @inlinable
+    final func applyLocked(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
         if recordChanges {
             let old = _state
             try updater._apply(to: &_state)

@@ -73,7 +73,6 @@ final class Recorders: @unchecked Sendable {
 
     deinit { pthread_key_delete(key) }
 
-    var isRecording: Bool { recording.value }
     func setRecording(_ on: Bool) { recording.set(on) }
 
     /// This thread's recorder (created on first use).
