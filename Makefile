@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-tsan test-notrace release
+.PHONY: setup bench test test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline
 
 setup:
 	@bash scripts/setup-system.sh
@@ -27,3 +27,22 @@ test-tsan: setup
 ## A build without the LTTng trait (no liblttng-ust): it must build, and the in-memory tracing must work.
 test-notrace:
 	$(SWIFT) test --disable-default-traits --scratch-path .build-notrace --filter 'KatanaTests|InMemoryTracingTests'
+
+## The performance gate (after the tests in CI): callgrind instruction counts against
+## Benchmarks/callgrind-baseline.json, package-benchmark's thresholds in Benchmarks/Thresholds, and a wall-clock A/B
+## against the previous commit. See README → Performance.
+perf-gate: setup
+	python3 scripts/perf-gate all
+
+## Proves the gate fails on a slower dispatch: builds Katana with the InjectedRegression trait (one allocation and
+## ~150 instructions more per dispatch) and passes only if both deterministic gates report it.
+perf-gate-selftest: setup
+	python3 scripts/perf-gate callgrind --inject-regression
+	python3 scripts/perf-gate benchmarks --inject-regression
+
+## After an intentional performance change: re-record both baselines and show what moved (commit the result).
+bench-baseline: setup
+	python3 scripts/perf-gate callgrind --update
+	python3 scripts/perf-gate benchmarks --update
+	git --no-pager diff --stat -- Benchmarks/callgrind-baseline.json Benchmarks/Thresholds
+	git --no-pager diff -- Benchmarks/callgrind-baseline.json

@@ -15,6 +15,8 @@ let package = Package(
     ],
     traits: [
         .trait(name: "LTTng", description: "Emit LTTng-UST tracepoints (needs liblttng-ust-dev)."),
+        .trait(name: "InjectedRegression",
+               description: "Only for the CI gate's self-test: one extra allocation and extra work in every dispatch."),
         .default(enabledTraits: ["LTTng"]),
     ],
     dependencies: [
@@ -41,7 +43,8 @@ let package = Package(
             dependencies: [
                 "KatanaTrace",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: [.define("KATANA_INJECTED_REGRESSION", .when(traits: ["InjectedRegression"]))]
         ),
         .executableTarget(
             name: "katana-bench",

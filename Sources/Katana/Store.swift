@@ -177,6 +177,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     final func enqueueUpdater<V: Sendable>(
         _ updater: any AnyStateUpdater, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool
     ) -> DispatchHandle<V> {
+        #if KATANA_INJECTED_REGRESSION
+        InjectedRegression.perDispatch()
+        #endif
         let traced = tracer.isEnabled
         let id = traced ? KatanaTracing.nextID() : 0
         let name = traced ? TraceName.of(type) : nil

@@ -8,13 +8,15 @@ import KatanaTrace
 /// listener, release build, median of several runs.
 struct Micro: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure the Store's per-dispatch costs (fire-and-forget, awaited round trip, side effects, two producers).")
+        abstract: "Measure the Store's per-dispatch costs (fire-and-forget, awaited round trip, side effects, two producers, listener delivery, interceptor chain).")
 
     enum Case: String, CaseIterable, ExpressibleByArgument {
         case fireAndForget = "fire-and-forget"
         case roundTrip = "round-trip"
         case sideEffects = "side-effects"
         case twoProducers = "two-producers"
+        case listeners
+        case interceptors
     }
 
     @Option(name: .long, help: "Dispatches per run (side effects: a tenth of this).")
@@ -93,6 +95,18 @@ struct Micro: AsyncParsableCommand {
                 figures["one_producer_ns_per_op"] = one
                 figures["two_producers_ns_per_op"] = two
                 print(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op (aggregate; budget: two ≤ one)", one, two))
+            case .listeners:
+                let perOp = median((0..<runs).map { _ in
+                    fireAndForget(count: iterations, backend: backend, listeners: Micro.listenerCount)
+                })
+                figures["listeners_ns_per_op"] = perOp
+                print(String(format: "dispatch to %d listeners            %9.1f ns/op", Micro.listenerCount, perOp))
+            case .interceptors:
+                let perOp = median((0..<runs).map { _ in
+                    fireAndForget(count: iterations, backend: backend, interceptors: Micro.interceptorCount)
+                })
+                figures["interceptors_ns_per_op"] = perOp
+                print(String(format: "dispatch through %d interceptors    %9.1f ns/op", Micro.interceptorCount, perOp))
             }
         }
         if let json {
@@ -101,17 +115,23 @@ struct Micro: AsyncParsableCommand {
         }
     }
 
-    private func makeStore(backend: any TraceBackend) -> BenchStore {
+    /// Listeners in the `listeners` case, interceptors in the `interceptors` case (which has the usual one listener).
+    static let listenerCount = 4
+    static let interceptorCount = 3
+
+    private func makeStore(backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0) -> BenchStore {
         let payload = self.payload
-        let store = BenchStore(interceptors: [], stateInitializer: { BenchState(payloadBytes: payload) },
+        let passThrough: StoreInterceptor = { _ in { next in { item in try next(item) } } }
+        let store = BenchStore(interceptors: Array(repeating: passThrough, count: interceptors),
+                               stateInitializer: { BenchState(payloadBytes: payload) },
                                configuration: .init(traceBackend: backend))
-        store.addListener { _, new in blackHole(new.counter) }
+        for _ in 0..<listeners { store.addListener { _, new in blackHole(new.counter) } }
         return store
     }
 
     /// ns per dispatch, one producer, nobody awaiting.
-    private func fireAndForget(count: Int, backend: any TraceBackend) -> Double {
-        let store = makeStore(backend: backend)
+    private func fireAndForget(count: Int, backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0) -> Double {
+        let store = makeStore(backend: backend, listeners: listeners, interceptors: interceptors)
         let start = nowNanoseconds()
         for _ in 0..<count { store.dispatch(Increment()) }
         let elapsed = nowNanoseconds() - start

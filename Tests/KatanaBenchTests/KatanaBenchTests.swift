@@ -185,3 +185,28 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(openResult.parameters["loop"] == "open")
     }
 }
+
+/// The gate's callgrind workloads are `micro` cases: each must run, keep every update and report its figure.
+@Suite struct MicroCaseTests {
+    @Test func everyGateWorkloadRunsAndReportsItsFigure() throws {
+        let directory = try temporaryDirectory()
+        let json = directory.appendingPathComponent("micro.json").path
+        let outcome = try bench(["micro", "--only", "fire-and-forget", "round-trip", "side-effects", "listeners",
+                                 "interceptors", "--iterations", "2000", "--runs", "1", "--backend", "none",
+                                 "--json", json])
+        #expect(outcome.status == 0, "\(outcome.err)")
+        let figures = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Double]
+        for key in ["fire_and_forget_ns_per_op", "round_trip_p50_ns", "side_effect_ns_per_op", "listeners_ns_per_op",
+                    "interceptors_ns_per_op"] {
+            let value = try #require(figures?[key], "missing \(key) in \(figures ?? [:])")
+            #expect(value > 0 && value.isFinite, "\(key) = \(value)")
+        }
+        #expect(outcome.out.contains("4 listeners") && outcome.out.contains("3 interceptors"))
+    }
+
+    @Test func anUnknownCaseIsRejected() throws {
+        let outcome = try bench(["micro", "--only", "teleport"])
+        #expect(outcome.status != 0)
+        #expect(outcome.err.contains("teleport"))
+    }
+}

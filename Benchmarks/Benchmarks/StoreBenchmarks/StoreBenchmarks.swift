@@ -1,0 +1,112 @@
+import Benchmark
+import Katana
+import KatanaTrace
+
+// What each benchmark measures is one Store operation, repeated `scaledIterations` times per measured iteration.
+//
+// Thresholds (the gate's rules, checked by `swift package benchmark thresholds check` against Thresholds/):
+// - allocation and ARC counts are deterministic, so they are absolute: any rise beyond the tolerance fails;
+// - wall clock is judged only where one iteration is long enough (≥ 100 µs) to be stable on a shared 2-core
+//   machine, and then relatively and loosely; sub-µs wall clock is reported, never judged. Instruction counts,
+//   which this VM cannot read from hardware, come from the callgrind gate (../scripts/perf-gate callgrind).
+
+struct Counter: State {
+    var value = 0
+}
+
+struct Increment: StateUpdater {
+    func updateState(_ state: inout Counter) { state.value &+= 1 }
+}
+
+struct IncrementAndAwait: SideEffect {
+    func sideEffect(_ context: SideEffectContext<Counter, EmptySideEffectDependencyContainer>) async throws {
+        try await context.dispatch(Increment()).value
+    }
+}
+
+typealias CounterStore = Store<Counter, EmptySideEffectDependencyContainer>
+
+/// A store with `listeners` listeners and `interceptors` pass-through interceptors, ready before it is measured.
+func makeStore(listeners: Int = 1, interceptors: Int = 0, backend: any TraceBackend = NoOpTraceBackend()) async -> CounterStore {
+    let passThrough: StoreInterceptor = { _ in { next in { item in try next(item) } } }
+    let store = CounterStore(interceptors: Array(repeating: passThrough, count: interceptors),
+                             stateInitializer: { Counter() }, configuration: .init(traceBackend: backend))
+    for _ in 0..<listeners { store.addListener { _, new in blackHole(new.value) } }
+    // Readiness: the first dispatch is held until the store is ready, so awaiting one waits for it.
+    try? await store.dispatch(Increment()).value
+    return store
+}
+
+/// Deterministic counts: absolute, a small allowance for the run-to-run noise of a p90 over thousands of samples.
+var countThresholds: [BenchmarkMetric: BenchmarkThresholds] { [
+    .mallocCountTotal: .init(absolute: [.p90: 1]),
+] }
+var countMetrics: [BenchmarkMetric] { [.wallClock, .mallocCountTotal] }
+
+func fast(_ extra: [BenchmarkMetric: BenchmarkThresholds] = [:]) -> Benchmark.Configuration {
+    .init(metrics: countMetrics, warmupIterations: 10, scalingFactor: .kilo, maxDuration: .seconds(1),
+          maxIterations: 2_000, thresholds: countThresholds.merging(extra) { $1 })
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark("updater-dispatch-fire-and-forget", configuration: fast()) { benchmark, store in
+        for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
+    } setup: {
+        await makeStore()
+    }
+
+    Benchmark("updater-dispatch-awaited", configuration: fast()) { benchmark, store in
+        for _ in benchmark.scaledIterations { try await store.dispatch(Increment()).value }
+    } setup: {
+        await makeStore()
+    }
+
+    Benchmark("listener-delivery-4-listeners", configuration: fast()) { benchmark, store in
+        for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
+    } setup: {
+        await makeStore(listeners: 4)
+    }
+
+    Benchmark("interceptor-chain-3-interceptors", configuration: fast()) { benchmark, store in
+        for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
+    } setup: {
+        await makeStore(interceptors: 3)
+    }
+
+    // A side effect that dispatches and awaits one updater: 100 in flight at once, awaited together. One
+    // iteration takes a few hundred µs, long enough for a loose relative wall-clock threshold.
+    Benchmark("side-effect-round-trip-100-concurrent",
+              configuration: .init(metrics: countMetrics, warmupIterations: 5, scalingFactor: .one,
+                                   maxDuration: .seconds(2), maxIterations: 500,
+                                   thresholds: countThresholds.merging([.wallClock: .init(relative: [.p90: 50])]) { $1 })) { benchmark, store in
+        for _ in benchmark.scaledIterations {
+            var handles: [DispatchHandle<Void>] = []
+            handles.reserveCapacity(100)
+            for _ in 0..<100 { handles.append(store.dispatch(IncrementAndAwait())) }
+            for handle in handles { try await handle.value }
+        }
+    } setup: {
+        await makeStore()
+    }
+
+    Benchmark("tracing-none", configuration: fast()) { benchmark, store in
+        for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
+    } setup: {
+        await makeStore(backend: NoOpTraceBackend())
+    }
+
+    // The production default: the LTTng backend compiled in, no session listening (one check per dispatch).
+    Benchmark("tracing-lttng-compiled-in-no-session", configuration: fast()) { benchmark, store in
+        for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
+    } setup: {
+        await makeStore(backend: LTTngTraceBackend.shared)
+    }
+
+    // Tracing on: every dispatch's three events recorded (in memory, so the run needs no session daemon). The
+    // LTTng session's own cost is in the README (katana-bench micro --backend lttng under a session).
+    Benchmark("tracing-in-memory-recording", configuration: fast()) { benchmark, store in
+        for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
+    } setup: {
+        await makeStore(backend: InMemoryTraceBackend())
+    }
+}

@@ -1,0 +1,35 @@
+// swift-tools-version: 6.1
+// The CI regression benchmarks (package-benchmark). A package of its own, depending on the main one, so that
+// `swift build` / `swift test` of Katana never compile the benchmark harness. Run from this folder:
+//   swift package benchmark                       # run and print
+//   swift package benchmark thresholds check      # what CI's gate runs (see ../scripts/perf-gate)
+import PackageDescription
+
+import class Foundation.ProcessInfo
+
+// For the gate's self-test only: build Katana with a deliberate per-dispatch regression (see
+// ../Sources/Katana/InjectedRegression.swift). Use a scratch path of its own so the normal build is untouched.
+let katanaTraits: Set<Package.Dependency.Trait> = ProcessInfo.processInfo.environment["KATANA_INJECT_REGRESSION"] == "1"
+    ? [.defaults, "InjectedRegression"] : [.defaults]
+
+let package = Package(
+    name: "KatanaBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Katana", path: "../", traits: katanaTraits),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        .executableTarget(
+            name: "StoreBenchmarks",
+            dependencies: [
+                .product(name: "Katana", package: "Katana"),
+                .product(name: "KatanaTrace", package: "Katana"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/StoreBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
