@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .library(name: "Katana", targets: ["Katana"]),
         .library(name: "KatanaTrace", targets: ["KatanaTrace"]),
+        .library(name: "KatanaRedux", targets: ["KatanaRedux"]),
         .executable(name: "katana-bench", targets: ["katana-bench"]),
     ],
     traits: [
@@ -46,6 +47,10 @@ let package = Package(
             ],
             swiftSettings: [.define("KATANA_INJECTED_REGRESSION", .when(traits: ["InjectedRegression"]))]
         ),
+        .target(
+            name: "KatanaRedux",
+            dependencies: ["Katana", "KatanaTrace"]
+        ),
         .executableTarget(
             name: "katana-bench",
             dependencies: [
@@ -70,6 +75,10 @@ let package = Package(
                 "katana-bench",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
+        ),
+        .testTarget(
+            name: "KatanaReduxTests",
+            dependencies: ["KatanaRedux", "Katana", "KatanaTrace"]
         ),
         .testTarget(
             name: "KatanaTraceTests",

@@ -102,6 +102,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         fatalError("PartialStore is abstract; Store overrides anyDependencies")
     }
 
+    /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).
+    public final var listenerCount: Int { laneLock.withLock { listeners.count } }
+
     /// Side effects of this store running right now.
     public final var sideEffectsRunning: Int { sideEffectsInFlight.load(ordering: .relaxed) }
 
@@ -127,6 +130,13 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     @inlinable @discardableResult
     public final func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
         enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false)
+    }
+
+    /// Dispatches a state updater that traces show under another type's name. For adapters whose one updater type
+    /// carries many kinds of request (the reducer API's actions, say): traces then name what the app dispatched.
+    @inlinable @discardableResult
+    public final func dispatch<U: StateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false)
     }
 
     /// Dispatches any item: a state updater, a side effect or a returning side effect. The handle carries the
