@@ -16,6 +16,9 @@ public enum KatanaError: Error, Sendable, Equatable, CustomStringConvertible {
     case storeReleased
     /// A reducer dispatched while the store was applying it (reducer API).
     case dispatchFromReducer(String)
+    /// A ``ThrowingStateUpdater`` refused to change the state. Handles never carry this case: they carry the
+    /// updater's own error (`failure.error`); it exists only on the way from the updater to the handle.
+    case updaterThrew(UpdaterFailure)
 
     public var description: String {
         switch self {
@@ -33,8 +36,34 @@ public enum KatanaError: Error, Sendable, Equatable, CustomStringConvertible {
             "an interceptor replaced a returning side effect expecting \(expected) with \(got), which returns something else"
         case .storeReleased:
             "the store was released before the item could run"
+        case let .updaterThrew(failure):
+            "\(failure.updater) refused to update the state: \(failure.error)"
         case let .dispatchFromReducer(name):
             "\(name) was dispatched from inside a reducer: reducers must be pure; dispatch from a middleware or side effect"
         }
+    }
+}
+
+/// What a ``ThrowingStateUpdater`` threw, and which updater threw it.
+public struct UpdaterFailure: Sendable, Equatable {
+    public let error: any Error
+    public let updater: String
+
+    public init(error: any Error, updater: String) {
+        self.error = error
+        self.updater = updater
+    }
+
+    public static func == (lhs: UpdaterFailure, rhs: UpdaterFailure) -> Bool {
+        lhs.updater == rhs.updater && String(reflecting: lhs.error) == String(reflecting: rhs.error)
+    }
+}
+
+extension KatanaError {
+    /// The error a handle reports for this one: a throwing updater's own error, else the error itself.
+    @usableFromInline
+    static func surfaced(_ error: any Error) -> any Error {
+        if case let .updaterThrew(failure) = error as? KatanaError { return failure.error }
+        return error
     }
 }

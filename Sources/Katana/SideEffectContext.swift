@@ -25,6 +25,12 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     }
 
     @inlinable @discardableResult
+    public func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
+        guard let store else { return .rejected(KatanaError.storeReleased) }
+        return store.dispatchUpdater(updater, parentID: parentID)
+    }
+
+    @inlinable @discardableResult
     public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
         return store.dispatchSideEffect(sideEffect, parentID: parentID, as: Void.self)

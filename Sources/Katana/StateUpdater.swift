@@ -60,3 +60,40 @@ public struct ClosureStateUpdater<StateType: State>: StateUpdater {
 
     public func updateState(_ state: inout StateType) { body(&state) }
 }
+
+/// A state updater that can refuse: `updateState` throws instead of changing the state (a request that does not
+/// apply to the current state, say). The store then leaves the state exactly as it was — the updater works on a
+/// copy that replaces the state only when it returns — tells no listener, traces the dispatch with outcome
+/// `error`, and rejects the dispatch handle with the thrown error.
+public protocol ThrowingStateUpdater<StateType>: AnyStateUpdater {
+    associatedtype StateType: State
+    func updateState(_ state: inout StateType) throws
+}
+
+extension ThrowingStateUpdater {
+    public func updatedState(currentState: any State) throws -> any State {
+        guard var typed = currentState as? StateType else {
+            throw KatanaError.stateTypeMismatch(expected: "\(StateType.self)", got: "\(type(of: currentState))")
+        }
+        try updateState(&typed)
+        return typed
+    }
+
+    @inlinable
+    public func _apply<T: State>(to state: inout T) throws(KatanaError) {
+        guard T.self == StateType.self else {
+            throw KatanaError.stateTypeMismatch(expected: "\(StateType.self)", got: "\(T.self)")
+        }
+        try withUnsafeMutablePointer(to: &state) { (pointer) throws(KatanaError) in
+            try UnsafeMutableRawPointer(pointer).withMemoryRebound(to: StateType.self, capacity: 1) { (typed) throws(KatanaError) in
+                var copy = typed.pointee
+                do {
+                    try updateState(&copy)
+                } catch {
+                    throw KatanaError.updaterThrew(UpdaterFailure(error: error, updater: "\(Self.self)"))
+                }
+                typed.pointee = copy
+            }
+        }
+    }
+}

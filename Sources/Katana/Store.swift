@@ -132,6 +132,13 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false)
     }
 
+    /// Dispatches a state updater that may refuse: when it throws, the state is unchanged and the handle carries
+    /// its error.
+    @inlinable @discardableResult
+    public final func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false)
+    }
+
     /// Dispatches a state updater that traces show under another type's name. For adapters whose one updater type
     /// carries many kinds of request (the reducer API's actions, say): traces then name what the app dispatched.
     @inlinable @discardableResult
@@ -172,6 +179,11 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     @inlinable
     final func dispatchUpdater<U: StateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false)
+    }
+
+    @inlinable
+    final func dispatchUpdater<U: ThrowingStateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
         enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false)
     }
 
@@ -248,7 +260,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
                                                     outcome: failure == nil ? .ok : .error))
             }
             releaseLane()
-            return DispatchHandle(resolved: failure.map { .failure($0) } ?? .success(success))
+            return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
 
         let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty)
@@ -256,7 +268,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         let handle: DispatchHandle<V>
         switch result {
         case let .done(error):
-            handle = DispatchHandle(resolved: error.map { .failure($0) } ?? .success(success))
+            handle = DispatchHandle(resolved: error.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         case let .replacedBySideEffect(sideEffect):
             let cell = HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
             launchSideEffect(sideEffect, cell: cell, parentID: parentID)
@@ -415,7 +427,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         guard !finished.isEmpty else { return }
         completionLock.lock()
         for (cell, error) in finished {
-            cell.resolveLocked(error.map { .failure($0) } ?? .success(()))
+            cell.resolveLocked(error.map { .failure(KatanaError.surfaced($0)) } ?? .success(()))
         }
         completionLock.unlock()
         finished.removeAll(keepingCapacity: true)
@@ -504,7 +516,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         if let frame = InterceptionFrames.current(for: ObjectIdentifier(self)), !frame.pointee.nextCalled {
             frame.pointee.nextCalled = true
             if frame.pointee.kind == .stateUpdater, let updater = item as? any AnyStateUpdater, !(item is any AnySideEffect) {
-                try apply(updater, recordChanges: frame.pointee.recordChanges)
+                do { try apply(updater, recordChanges: frame.pointee.recordChanges) } catch { throw KatanaError.surfaced(error) }
             } else {
                 frame.pointee.replacement = item
             }

@@ -7,23 +7,6 @@ import Synchronization
 /// reduction: await it to know the state includes the action.
 public typealias DispatchFunction = @Sendable (any Action) throws -> DispatchHandle<Void>
 
-/// Errors of the reducer API that the caller sees.
-public enum ReduxError: Error, Equatable, CustomStringConvertible {
-    /// `dispatch` was called while a reducer was running (reducers must be pure). The action was not dispatched.
-    case dispatchedFromReducer(action: String)
-    /// A middleware dispatched after its store was released. The action was not dispatched.
-    case storeReleased(action: String)
-
-    public var description: String {
-        switch self {
-        case let .storeReleased(action):
-            "dispatch(\(action)) from a middleware of a store that no longer exists"
-        case let .dispatchedFromReducer(action):
-            "dispatch(\(action)) was called from inside a reducer; reducers must not dispatch (use middleware or a subscriber)"
-        }
-    }
-}
-
 /// The Katana state behind a ``ReduxStore``: the reducer's state, and how many actions have been reduced.
 public struct ReducedState<S: Sendable>: State {
     /// The reducer's state (`nil` only inside Katana, before the store is ready).
@@ -55,7 +38,7 @@ public final class ReduxStore<S: Sendable>: Sendable {
         let store = self.store
         let frame = self.frame
         chain.install { action in
-            if ReduceFrame<S>.isReducing { throw ReduxError.dispatchedFromReducer(action: "\(type(of: action))") }
+            if ReduceFrame<S>.isReducing { throw KatanaError.dispatchFromReducer("\(type(of: action))") }
             return store.dispatch(Reduce(action: action, reducer: reducer, frame: frame), tracedAs: type(of: action))
         }
     }
@@ -71,11 +54,11 @@ public final class ReduxStore<S: Sendable>: Sendable {
     public func getState() -> S { state }
 
     /// Dispatches `action` through the middleware (the first one added runs first) to the reducer. Returns at once;
-    /// await the handle to know the state includes it. Throws ``ReduxError/dispatchedFromReducer(action:)`` when
+    /// await the handle to know the state includes it. Throws `KatanaError.dispatchFromReducer` when
     /// called from inside a reducer, and whatever a middleware throws.
     @discardableResult
     public func dispatch(_ action: any Action) throws -> DispatchHandle<Void> {
-        if ReduceFrame<S>.isReducing { throw ReduxError.dispatchedFromReducer(action: "\(type(of: action))") }
+        if ReduceFrame<S>.isReducing { throw KatanaError.dispatchFromReducer("\(type(of: action))") }
         return try chain.current(action)
     }
 
@@ -107,7 +90,7 @@ public final class ReduxStore<S: Sendable>: Sendable {
         let frame = self.frame
         let getState: @Sendable () -> S = { frame.inputIfReducingOnThisThread ?? store.state.value! }
         let dispatch: DispatchFunction = { [weak self] action in
-            guard let self else { throw ReduxError.storeReleased(action: "\(type(of: action))") }
+            guard let self else { throw KatanaError.storeReleased }
             return try self.dispatch(action)
         }
         var next = chain.current

@@ -159,10 +159,10 @@ final class Collector<T: Sendable>: Sendable {
 
     @Test func dispatchingFromInsideAReducerIsAnErrorTheCallerSees() async throws {
         let box = Locked<ReduxStore<CounterState>?>(nil)
-        let caught = Collector<ReduxError>()
+        let caught = Collector<KatanaError>()
         let reducer: Reducer<CounterState> = { state, action in
             if action is ResetAction, let store = box.withLock({ $0 }) {
-                do { try store.dispatch(IncrementAction(payload: 1000)) } catch let error as ReduxError {
+                do { try store.dispatch(IncrementAction(payload: 1000)) } catch let error as KatanaError {
                     caught.append(error)
                 } catch {}
                 // Reading the state inside the reducer answers the reducer's own input instead of deadlocking.
@@ -174,7 +174,7 @@ final class Collector<T: Sendable>: Sendable {
         box.withLock { $0 = store }
         try await store.dispatch(ResetAction()).value
         try await store.dispatch(IncrementAction(payload: 2)).value
-        #expect(caught.values == [.dispatchedFromReducer(action: "IncrementAction")])
+        #expect(caught.values == [.dispatchFromReducer("IncrementAction")])
         #expect(store.state.count == 2, "the nested action must not have been applied")
         #expect(store.state.history == ["ResetAction", "IncrementAction"])
         #expect("\(caught.values[0])".contains("reducer"))
