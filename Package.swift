@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "Katana", targets: ["Katana"]),
         .library(name: "KatanaTrace", targets: ["KatanaTrace"]),
         .library(name: "KatanaRedux", targets: ["KatanaRedux"]),
+        .library(name: "KatanaRouter", targets: ["KatanaRouter"]),
+        .executable(name: "katana-router-example", targets: ["katana-router-example"]),
         .executable(name: "katana-bench", targets: ["katana-bench"]),
     ],
     traits: [
@@ -51,6 +53,17 @@ let package = Package(
             name: "KatanaRedux",
             dependencies: ["Katana", "KatanaTrace"]
         ),
+        .target(
+            name: "KatanaRouter",
+            dependencies: [
+                "Katana", "KatanaTrace",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "katana-router-example",
+            dependencies: ["Katana", "KatanaRouter"]
+        ),
         .executableTarget(
             name: "katana-bench",
             dependencies: [
@@ -79,6 +92,10 @@ let package = Package(
         .testTarget(
             name: "KatanaReduxTests",
             dependencies: ["KatanaRedux", "Katana", "KatanaTrace"]
+        ),
+        .testTarget(
+            name: "KatanaRouterTests",
+            dependencies: ["KatanaRouter", "Katana", "KatanaTrace"]
         ),
         .testTarget(
             name: "KatanaTraceTests",

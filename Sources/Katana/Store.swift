@@ -146,6 +146,12 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false)
     }
 
+    /// Dispatches a state updater that may refuse, under another type's name in traces (see above).
+    @inlinable @discardableResult
+    public final func dispatch<U: ThrowingStateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false)
+    }
+
     /// Dispatches any item: a state updater, a side effect or a returning side effect. The handle carries the
     /// side effect's return value (`()` for the others). Items of the wrong state type, or that are both or
     /// neither kind, reject the handle with a ``KatanaError``.
