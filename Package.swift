@@ -95,7 +95,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KatanaRouterTests",
-            dependencies: ["KatanaRouter", "Katana", "KatanaTrace"]
+            dependencies: ["KatanaRouter", "Katana", "KatanaTrace", "katana-router-example"]
         ),
         .testTarget(
             name: "KatanaTraceTests",

@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+
+/// The katana-router-example binary built next to this test binary.
+let routerExample: URL = {
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var directory = URL(fileURLWithPath: exe).deletingLastPathComponent()
+    for _ in 0..<3 {
+        let candidate = directory.appendingPathComponent("katana-router-example")
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        directory = directory.deletingLastPathComponent()
+    }
+    return directory.appendingPathComponent("katana-router-example")
+}()
+
+@Suite struct ExampleTests {
+    /// The README shows this output: the example must keep printing exactly it.
+    @Test func theTabsAndStackFlowPrintsTheRoutableCallsTheReadmeShows() throws {
+        let process = Process()
+        process.executableURL = routerExample
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(output == expectedExampleOutput)
+    }
+}
+
+let expectedExampleOutput = """
+> open the app
+[window] push Tabs(tabs)
+  now at: Tabs(tabs)
+> add the tabs
+  [Tabs(tabs)] change: remove [] add ["Catalog(catalog)", "Cart(cart)", "Account(account)"]
+  [Tabs(tabs)] show Catalog(catalog)
+  now at: Tabs(tabs) > Catalog(catalog)
+> open a product
+    [Catalog(catalog)] push Product(product-42)
+    [Catalog(catalog)] show Product(product-42)
+  now at: Tabs(tabs) > Catalog(catalog) > Product(product-42)
+> read its reviews
+      [Product(product-42)] push Reviews(reviews-42)
+      [Product(product-42)] show Reviews(reviews-42)
+  now at: Tabs(tabs) > Catalog(catalog) > Product(product-42) > Reviews(reviews-42)
+> back
+      [Product(product-42)] pop Reviews(reviews-42)
+  now at: Tabs(tabs) > Catalog(catalog) > Product(product-42)
+> switch to the cart tab
+  [Tabs(tabs)] show Cart(cart) instead of Catalog(catalog)
+  now at: Tabs(tabs) > Cart(cart)
+> start checkout
+    [Cart(cart)] push Shipping(shipping)
+    [Cart(cart)] show Shipping(shipping)
+  now at: Tabs(tabs) > Cart(cart) > Shipping(shipping)
+> next: payment
+      [Shipping(shipping)] push Payment(payment)
+      [Shipping(shipping)] show Payment(payment)
+  now at: Tabs(tabs) > Cart(cart) > Shipping(shipping) > Payment(payment)
+> remove a destination that is not there
+  refused: no destination with user identifier "gift-wrap" in the navigation tree
+  now at: Tabs(tabs) > Cart(cart) > Shipping(shipping) > Payment(payment)
+> open the product twice
+  refused: user identifier "product-42" is already in the navigation tree
+  now at: Tabs(tabs) > Cart(cart) > Shipping(shipping) > Payment(payment)
+> cancel checkout
+    [Cart(cart)] pop Shipping(shipping)
+  now at: Tabs(tabs) > Cart(cart)
+> back to the catalog tab
+  [Tabs(tabs)] show Catalog(catalog) instead of Cart(cart)
+  now at: Tabs(tabs) > Catalog(catalog) > Product(product-42)
+> log out
+[window] change: remove ["Tabs(tabs)"] add ["Login(login)"]
+  now at: Login(login)
+
+"""
