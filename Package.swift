@@ -74,6 +74,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(name: "KatanaTestSupport", path: "Tests/KatanaTestSupport"),
         .testTarget(
             name: "KatanaTests",
             dependencies: [
@@ -85,7 +86,7 @@ let package = Package(
         .testTarget(
             name: "KatanaBenchTests",
             dependencies: [
-                "katana-bench",
+                "katana-bench", "KatanaTestSupport",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
@@ -95,11 +96,11 @@ let package = Package(
         ),
         .testTarget(
             name: "KatanaRouterTests",
-            dependencies: ["KatanaRouter", "Katana", "KatanaTrace", "katana-router-example"]
+            dependencies: ["KatanaRouter", "Katana", "KatanaTrace", "KatanaTestSupport"]
         ),
         .testTarget(
             name: "KatanaTraceTests",
-            dependencies: ["Katana", "KatanaTrace"]
+            dependencies: ["Katana", "KatanaTrace", "KatanaTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -102,6 +102,11 @@ def check(events, discarded):
             problems.append(f"id {dispatch_id}: kind or name differs between its events")
         if seen[0]["parent_id"] != seen[1]["parent_id"]:
             problems.append(f"id {dispatch_id}: parent_id differs between enqueue and begin")
+    for t in transitions(events).values():
+        if "begin" not in t or "end" not in t:
+            problems.append(f"transition {t['id']} ({t['name']}): has {'begin' if 'begin' in t else 'end'} only")
+        elif t["end"] < t["begin"]:
+            problems.append(f"transition {t['id']} ({t['name']}): ends before it begins")
     if discarded:
         problems.insert(0, f"{discarded} events were DISCARDED by the tracer, so some dispatches look incomplete: "
                            f"use a bigger channel (lttng enable-channel -u --subbuf-size=8M --num-subbuf=8)")
@@ -139,6 +144,40 @@ def dispatches(events):
         else:
             entry["outcome"] = event["outcome"]
     return table
+
+
+def transitions(events):
+    """Navigation transitions (KatanaRouter) keyed by (vpid, transition_id): {name, begin, end, outcome, vtid}."""
+    table = {}
+    for event in events:
+        if event["event"] not in ("transition_begin", "transition_end"):
+            continue
+        entry = table.setdefault((event.get("vpid"), event["transition_id"]),
+                                 {"id": event["transition_id"], "vpid": event.get("vpid"), "name": event["name"]})
+        if event["event"] == "transition_begin":
+            entry["begin"] = event["ts"]
+            entry["vtid"] = event.get("vtid")
+        else:
+            entry["end"] = event["ts"]
+            entry["outcome"] = event["outcome"]
+    return table
+
+
+def transition_summary(events):
+    """Per transition name: count, outcomes, duration percentiles (complete begin/end pairs only)."""
+    by_name = {}
+    for t in transitions(events).values():
+        if "begin" in t and "end" in t:
+            by_name.setdefault(t["name"], []).append(t)
+    summary = []
+    for name, items in sorted(by_name.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        durations = sorted(t["end"] - t["begin"] for t in items)
+        outcomes = {}
+        for t in items:
+            outcomes[str(t["outcome"])] = outcomes.get(str(t["outcome"]), 0) + 1
+        summary.append({"name": name, "count": len(items), "outcomes": outcomes,
+                        "duration_ns": {q: percentile(durations, p) for q, p in (("p50", 50), ("max", 100))}})
+    return summary
 
 
 def analyze(events, discarded):
@@ -202,7 +241,9 @@ def analyze(events, discarded):
         else:
             key = (parent["name"], d["name"])
             edges_count[key] = edges_count.get(key, 0) + 1
+    report_transitions = transition_summary(events)
     return {
+        **({"transitions": report_transitions} if report_transitions else {}),
         "dispatches": len(table), "complete": len(whole), "discarded_events": discarded,
         "types": types, "parallelism_timeline": timeline,
         "max_parallelism": max((d.get("parallelism", 0) for d in whole), default=0),
@@ -245,6 +286,13 @@ def format_analysis(report):
         lines.append(f"  (top level) → {name}: {count}")
     for edge in report["nesting"]["children"]:
         lines.append(f"  {edge['parent']} → {edge['child']}: {edge['count']}")
+    if report.get("transitions"):
+        lines.append("")
+        lines.append("navigation transitions (KatanaRouter):")
+        for t in report["transitions"]:
+            outcomes = ", ".join(f"{k} {v}" for k, v in sorted(t["outcomes"].items()))
+            lines.append(f"  {t['name'][:44]:44} {t['count']:>6}  p50 {ns(t['duration_ns']['p50']):>9}  "
+                         f"max {ns(t['duration_ns']['max']):>9}  ({outcomes})")
     return "\n".join(lines)
 
 
@@ -272,6 +320,16 @@ def export_perfetto(events):
                     "pid": pid, "tid": waiter, "args": {"dispatchable": d["name"], "queue": d.get("enqueue_queue")}})
         out.append({"name": "queue wait", "cat": "queue_wait", "ph": "e", "id": async_id, "ts": us(d["begin"]),
                     "pid": pid, "tid": waiter})
+    # Navigation transitions: X slices on the thread that ran them, category "navigation".
+    for t in sorted(transitions(events).values(), key=lambda t: t.get("begin", 0)):
+        if "begin" not in t or "end" not in t:
+            continue
+        pid, tid = t["vpid"] or 0, t.get("vtid") or 0
+        pids.add(pid)
+        tids.add((pid, tid))
+        out.append({"name": t["name"], "cat": "navigation", "ph": "X", "ts": us(t["begin"]),
+                    "dur": round((t["end"] - t["begin"]) / 1000.0, 3), "pid": pid, "tid": tid,
+                    "args": {"transition_id": t["id"], "outcome": t.get("outcome")}})
     # Parallelism counter: side effects in flight, per process.
     for pid in pids:
         level = 0

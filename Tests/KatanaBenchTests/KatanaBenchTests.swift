@@ -1,19 +1,11 @@
 import Foundation
 import Histogram
+import KatanaTestSupport
 import Testing
 @testable import katana_bench
 
 /// The katana-bench binary built next to this test binary.
-let katanaBench: URL = {
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var directory = URL(fileURLWithPath: exe).deletingLastPathComponent()
-    for _ in 0..<3 {
-        let candidate = directory.appendingPathComponent("katana-bench")
-        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-        directory = directory.deletingLastPathComponent()
-    }
-    return directory.appendingPathComponent("katana-bench")
-}()
+let katanaBench = builtExecutable(named: "katana-bench")
 
 @discardableResult
 func bench(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {

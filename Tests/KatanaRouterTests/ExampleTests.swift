@@ -1,17 +1,9 @@
 import Foundation
+import KatanaTestSupport
 import Testing
 
 /// The katana-router-example binary built next to this test binary.
-let routerExample: URL = {
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var directory = URL(fileURLWithPath: exe).deletingLastPathComponent()
-    for _ in 0..<3 {
-        let candidate = directory.appendingPathComponent("katana-router-example")
-        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-        directory = directory.deletingLastPathComponent()
-    }
-    return directory.appendingPathComponent("katana-router-example")
-}()
+let routerExample = builtExecutable(named: "katana-router-example")
 
 @Suite struct ExampleTests {
     /// The README shows this output: the example must keep printing exactly it.

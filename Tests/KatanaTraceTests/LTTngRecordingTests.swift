@@ -408,3 +408,39 @@ func directorySize(_ url: URL) -> Int {
     }
     return total
 }
+
+/// KatanaRouter's transitions in a real recording: the example's flow, recorded with traces/record.
+@Suite(.serialized, .enabled(if: LTTngEnvironment.shouldRun, LTTngEnvironment.skipReason))
+struct RouterRecordingTests {
+    @Test func navigationTransitionsAreRecordedAnalysedAndExported() throws {
+        try LTTngEnvironment.ensureSessiond()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-router-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let record = try run([Paths.packageRoot.appendingPathComponent("traces/record").path, "-o", directory.path, "--",
+                              Paths.routerExample.path])
+        try #require(record.status == 0, "traces/record failed: \(record.err)")
+
+        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        #expect(check.status == 0, "\(check.out)")
+        let (events, discarded) = try readBack(directory)
+        #expect(discarded == 0)
+        // The example makes 11 navigation transitions with 16 routable calls between them (its printed output).
+        let begins = events.filter { $0.event == "transition_begin" }
+        let ends = events.filter { $0.event == "transition_end" }
+        #expect(begins.filter { $0.name == "navigation" }.count == 11)
+        #expect(begins.count == 27 && ends.count == 27)
+        #expect(begins.contains { $0.name == "push Product" } && begins.contains { $0.name == "pop Shipping" })
+
+        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
+        #expect(analysis.status == 0)
+        #expect(analysis.out.contains("navigation transitions (KatanaRouter):"))
+        #expect(analysis.out.contains("navigation                                       11"), "\(analysis.out)")
+        let exportURL = directory.appendingPathComponent("perfetto.json")
+        let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
+        #expect(export.status == 0)
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
+        #expect(traceEventProblems(document).isEmpty)
+        let slices = (document["traceEvents"] as? [[String: Any]] ?? []).filter { $0["cat"] as? String == "navigation" }
+        #expect(slices.count == 27)
+    }
+}

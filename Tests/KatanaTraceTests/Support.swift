@@ -1,4 +1,5 @@
 import Foundation
+import KatanaTestSupport
 import Katana
 import KatanaTrace
 
@@ -55,17 +56,9 @@ enum Paths {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The katana-bench executable built next to this test binary.
-    static var katanaBench: URL {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        var directory = URL(fileURLWithPath: exe).deletingLastPathComponent()
-        // The test binary may sit inside a .xctest bundle directory.
-        for _ in 0..<3 {
-            let candidate = directory.appendingPathComponent("katana-bench")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-            directory = directory.deletingLastPathComponent()
-        }
-        return directory.appendingPathComponent("katana-bench")
-    }
+    static var katanaBench: URL { builtExecutable(named: "katana-bench") }
+    /// The KatanaRouter example, built next to this test binary.
+    static var routerExample: URL { builtExecutable(named: "katana-router-example") }
 
     static var traceTool: String { packageRoot.appendingPathComponent("traces/katana_trace.py").path }
 }
