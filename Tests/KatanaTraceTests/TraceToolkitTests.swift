@@ -125,7 +125,7 @@ struct TraceToolkitTests {
         let broken = FileManager.default.temporaryDirectory.appendingPathComponent("broken-\(UUID().uuidString).xml")
         defer { try? FileManager.default.removeItem(at: broken) }
         let text = try String(contentsOf: Paths.packageRoot.appendingPathComponent("traces/katana.xml"), encoding: .utf8)
-        try text.replacingOccurrences(of: "<stateProvider id=\"org.katana.dispatch.state\" version=\"1\">",
+        try text.replacingOccurrences(of: "<stateProvider id=\"org.katana.dispatch.state\" version=\"2\">",
                                       with: "<stateProvider id=\"org.katana.dispatch.state\">")
             .write(to: broken, atomically: true, encoding: .utf8)
         #expect(try run(["xmllint", "--noout", "--schema", Toolkit.schema, broken.path]).status != 0)
