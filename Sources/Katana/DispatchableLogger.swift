@@ -16,7 +16,7 @@ public enum DispatchableLogger {
                     let type = Swift.type(of: item)
                     if !skipped.contains(ObjectIdentifier(type)) {
                         logger.log(level: level, "dispatched \(String(reflecting: type))",
-                                   metadata: ["kind": item is any AnyStateUpdater ? "state_updater" : "side_effect"])
+                                   metadata: ["kind": item._katanaStateUpdater != nil ? "state_updater" : "side_effect"])
                     }
                     try next(item)
                 }

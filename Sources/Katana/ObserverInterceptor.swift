@@ -122,7 +122,7 @@ private final class ObserverLogic: @unchecked Sendable {
     }
 
     func observe(_ item: any Dispatchable, previous: any State, current: any State) {
-        if !(item is any AnySideEffect) {
+        if item._katanaSideEffect == nil {
             for (changed, dispatchables) in stateObservers where changed(previous, current) {
                 for type in dispatchables {
                     if let dispatchable = type.init(prevState: previous, currentState: current) { context.anyDispatch(dispatchable) }

@@ -167,16 +167,16 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     @usableFromInline
     final func anyDispatch(_ item: any Dispatchable, parentID: UInt64, bypassInterceptors: Bool) -> DispatchHandle<any Sendable> {
-        let isUpdater = item is any AnyStateUpdater
-        let isSideEffect = item is any AnySideEffect
-        if isUpdater && isSideEffect {
+        let asUpdater = item._katanaStateUpdater
+        let asSideEffect = item._katanaSideEffect
+        if asUpdater != nil && asSideEffect != nil {
             return .rejected(KatanaError.ambiguousDispatchable("\(type(of: item))"))
         }
-        if let updater = item as? any AnyStateUpdater {
+        if let updater = asUpdater {
             return enqueueUpdater(updater, type: type(of: item), parentID: parentID, success: () as any Sendable,
                                   bypassInterceptors: bypassInterceptors)
         }
-        if let sideEffect = item as? any AnySideEffect {
+        if let sideEffect = asSideEffect {
             return enqueueSideEffect(sideEffect, type: type(of: item), parentID: parentID, as: (any Sendable).self,
                                      bypassInterceptors: bypassInterceptors)
         }
@@ -510,7 +510,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         if let thrown { return (.done(thrown), frame.nextCalled ? .error : .blocked) }
         guard frame.nextCalled else { return (.done(nil), .blocked) }
         guard let replacement = frame.replacement else { return (.done(nil), .ok) }
-        if let sideEffect = replacement as? any AnySideEffect, !(replacement is any AnyStateUpdater) {
+        if let sideEffect = replacement._katanaSideEffect, replacement._katanaStateUpdater == nil {
             return (.replacedBySideEffect(sideEffect), .ok)
         }
         return (.done(KatanaError.notDispatchable("\(type(of: replacement))")), .error)
@@ -521,7 +521,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     final func interceptedNext(_ item: any Dispatchable) throws {
         if let frame = InterceptionFrames.current(for: ObjectIdentifier(self)), !frame.pointee.nextCalled {
             frame.pointee.nextCalled = true
-            if frame.pointee.kind == .stateUpdater, let updater = item as? any AnyStateUpdater, !(item is any AnySideEffect) {
+            if frame.pointee.kind == .stateUpdater, let updater = item._katanaStateUpdater, item._katanaSideEffect == nil {
                 do { try apply(updater, recordChanges: frame.pointee.recordChanges) } catch { throw KatanaError.surfaced(error) }
             } else {
                 frame.pointee.replacement = item
@@ -646,10 +646,10 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             if item.cell.acceptsVoid { return (.blocked, .success(())) }
             return (.blocked, .failure(KatanaError.returningSideEffectNotExecuted("\(type(of: item.sideEffect))")))
         }
-        if let sideEffect = toRun as? any AnySideEffect, !(toRun is any AnyStateUpdater) {
+        if let sideEffect = toRun._katanaSideEffect, toRun._katanaStateUpdater == nil {
             return await runBody(sideEffect, item)
         }
-        if let updater = toRun as? any AnyStateUpdater, !(toRun is any AnySideEffect) {
+        if let updater = toRun._katanaStateUpdater, toRun._katanaSideEffect == nil {
             // An interceptor forwarded a state updater instead: it goes down the lane, and this handle resolves
             // when it has been applied.
             let traced = tracer.isEnabled
