@@ -51,6 +51,29 @@ final class Gate: Sendable {
     let release = DispatchSemaphore(value: 0)
 }
 
+/// Holds a store's updater lane: `BlockingAppend(value:)` runs on a thread of its own until `release()`, so
+/// what is dispatched meanwhile queues behind it.
+struct LaneHold {
+    let gate = Gate()
+    let done = DispatchSemaphore(value: 0)
+
+    static func start(_ store: TestStore, appending value: Int) async -> LaneHold {
+        let hold = LaneHold()
+        Thread {
+            store.dispatch(BlockingAppend(value: value, gate: hold.gate))
+            hold.done.signal()
+        }.start()
+        await onThread { hold.gate.started.wait() }
+        return hold
+    }
+
+    /// Lets the blocked updater finish, and waits until its dispatch has returned.
+    func release() async {
+        gate.release.signal()
+        await onThread { done.wait() }
+    }
+}
+
 /// Runs blocking work on a thread of its own, never on the cooperative pool.
 func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in

@@ -15,21 +15,14 @@ import Testing
 
     @Test func aSlowUpdaterIsNotOvertakenAndDoesNotBlockOtherDispatchers() async throws {
         let store = makeStore()
-        let gate = Gate()
-        let slowDone = DispatchSemaphore(value: 0)
-        Thread {
-            store.dispatch(BlockingAppend(value: 1, gate: gate))
-            slowDone.signal()
-        }.start()
-        await onThread { gate.started.wait() }
+        let hold = await LaneHold.start(store, appending: 1)
 
         // The lane is busy with the slow updater: this dispatch must return at once, unresolved.
         let fast = store.dispatch(Append(value: 2))
         #expect(!fast.isResolved)
 
-        gate.release.signal()
+        await hold.release()
         try await fast.value
-        await onThread { slowDone.wait() }
         #expect(store.state.log == [1, 2])
     }
 

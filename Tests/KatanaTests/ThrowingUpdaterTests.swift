@@ -46,19 +46,12 @@ func counterState(_ counter: Int, _ log: [Int]) -> CounterState {
 
     @Test func aRefusalInABatchDoesNotDisturbItsNeighbours() async throws {
         let store = makeStore()
-        let gate = Gate()
-        let slowDone = DispatchSemaphore(value: 0)
-        Thread {
-            store.dispatch(BlockingAppend(value: 1, gate: gate))
-            slowDone.signal()
-        }.start()
-        await onThread { gate.started.wait() }
+        let hold = await LaneHold.start(store, appending: 1)
         // Queued behind the blocked updater: applied in one batch by the lane holder.
         let first = store.dispatch(Increment())
         let refused = store.dispatch(Withdraw(amount: 10))
         let last = store.dispatch(Append(value: 2))
-        gate.release.signal()
-        await onThread { slowDone.wait() }
+        await hold.release()
         try await first.value
         await #expect(throws: NotEnough(have: 1)) { try await refused.value }
         try await last.value
