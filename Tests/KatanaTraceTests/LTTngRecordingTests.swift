@@ -120,7 +120,12 @@ func readBack(_ directory: URL) throws -> (events: [RecordedEvent], discarded: I
     var events: [RecordedEvent] = []
     var discarded = -1
     for line in dumped.out.split(separator: "\n") {
-        let event = try decoder.decode(RecordedEvent.self, from: Data(line.utf8))
+        let event: RecordedEvent
+        do {
+            event = try decoder.decode(RecordedEvent.self, from: Data(line.utf8))
+        } catch {
+            throw RecordingError("katana_trace.py dump printed a line that is not an event: \(line.prefix(300)) (\(error))")
+        }
         if event.event == "_summary" { discarded = event.discarded ?? -1 } else { events.append(event) }
     }
     return (events, discarded)
