@@ -66,7 +66,7 @@ public final class Router<S: RoutableState>: Sendable {
     }
 
     /// Starts following the store: the current navigation state is shown first (from an empty one), then every
-    /// change. Calling it again does nothing.
+    /// change. Calling it again, or after `stop()`, does nothing: a router follows its store once.
     public func start() {
         guard let stream = queue.open() else { return }
         let unsubscribe = store.addListener { [queue] old, new in
