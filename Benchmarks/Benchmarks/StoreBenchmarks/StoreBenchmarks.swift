@@ -74,11 +74,13 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     // A side effect that dispatches and awaits one updater: 100 in flight at once, awaited together. One
-    // iteration takes a few hundred µs, long enough for a loose relative wall-clock threshold.
+    // iteration takes ~200 µs, long enough for a relative wall-clock threshold — a loose one: on this shared
+    // 2-core VM the p90 moved +70 % in a CI rehearsal while another process kept both cores busy, so only a
+    // doubling fails here. Finer wall-clock changes are the A/B step's job (same job, interleaved runs).
     Benchmark("side-effect-round-trip-100-concurrent",
               configuration: .init(metrics: countMetrics, warmupIterations: 5, scalingFactor: .one,
                                    maxDuration: .seconds(2), maxIterations: 500,
-                                   thresholds: countThresholds.merging([.wallClock: .init(relative: [.p90: 50])]) { $1 })) { benchmark, store in
+                                   thresholds: countThresholds.merging([.wallClock: .init(relative: [.p90: 100])]) { $1 })) { benchmark, store in
         for _ in benchmark.scaledIterations {
             var handles: [DispatchHandle<Void>] = []
             handles.reserveCapacity(100)
