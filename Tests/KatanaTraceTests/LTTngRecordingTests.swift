@@ -31,7 +31,7 @@ enum LTTngEnvironment {
         if let owned = ownedSessiond, kill(owned, 0) == 0 { return owned }
         ownedSessiond = nil
         if !sessiondPIDs().isEmpty { return nil }
-        // Run it in the foreground as our own child, so its PID is known exactly; it outlives this process.
+        // Run it in the foreground as our own child, so its PID is known exactly; killed when this process exits.
         // (`--daemonize` is not used: its parent waits for a readiness signal that never reaches it when spawned
         // through Foundation's Process.) It keeps what it inherits, so it gets /dev/null, not our pipes.
         let daemon = Process()
@@ -52,7 +52,36 @@ enum LTTngEnvironment {
             throw RecordingError("lttng-sessiond (pid \(pid)) did not answer within 20 s")
         }
         ownedSessiond = pid
+        if !cleanupRegistered {
+            cleanupRegistered = true
+            atexit { LTTngEnvironment.killOwnedSessiond() }
+        }
         return pid
+    }
+
+    nonisolated(unsafe) static var cleanupRegistered = false
+
+    /// At exit: the session daemon this process started goes, with every process under it (consumer daemons,
+    /// run-as helpers), so the suite leaves the machine as it found it and a second run starts clean.
+    static func killOwnedSessiond() {
+        guard let root = ownedSessiond, kill(root, 0) == 0 else { return }
+        var parents: [pid_t: pid_t] = [:]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = pid_t(entry),
+                  let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            // "pid (comm) state ppid …": comm may hold spaces, so read after the last ')'.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, let parent = pid_t(fields[1]) { parents[pid] = parent }
+        }
+        var doomed: [pid_t] = [root]
+        var index = 0
+        while index < doomed.count {
+            let parent = doomed[index]
+            doomed += parents.filter { $0.value == parent }.map(\.key)
+            index += 1
+        }
+        for pid in doomed { kill(pid, SIGKILL) }
     }
 }
 
