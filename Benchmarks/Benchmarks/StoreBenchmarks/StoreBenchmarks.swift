@@ -5,10 +5,12 @@ import KatanaTrace
 // What each benchmark measures is one Store operation, repeated `scaledIterations` times per measured iteration.
 //
 // Thresholds (the gate's rules, checked by `swift package benchmark thresholds check` against Thresholds/):
-// - allocation and ARC counts are deterministic, so they are absolute: any rise beyond the tolerance fails;
-// - wall clock is judged only where one iteration is long enough (≥ 100 µs) to be stable on a shared 2-core
-//   machine, and then relatively and loosely; sub-µs wall clock is reported, never judged. Instruction counts,
-//   which this VM cannot read from hardware, come from the callgrind gate (../scripts/perf-gate callgrind).
+// - allocation counts are deterministic, so they are absolute: any rise beyond the tolerance fails;
+// - wall clock is reported here, never judged against a stored figure: on this shared 2-core VM even the
+//   ~200 µs side-effect iteration's p90 moved +70 % and +118 % between unchanged CI runs (threshold files record
+//   one moment of one machine). Wall clock is judged by the A/B step instead (../scripts/perf-gate ab: the
+//   previous commit and this one, built and run interleaved in the same job, failing only when every round is
+//   worse). Instruction counts, which this VM cannot read from hardware, come from the callgrind gate.
 
 struct Counter: State {
     var value = 0
@@ -73,14 +75,11 @@ let benchmarks: @Sendable () -> Void = {
         await makeStore(interceptors: 3)
     }
 
-    // A side effect that dispatches and awaits one updater: 100 in flight at once, awaited together. One
-    // iteration takes ~200 µs, long enough for a relative wall-clock threshold — a loose one: on this shared
-    // 2-core VM the p90 moved +70 % in a CI rehearsal while another process kept both cores busy, so only a
-    // doubling fails here. Finer wall-clock changes are the A/B step's job (same job, interleaved runs).
+    // A side effect that dispatches and awaits one updater: 100 in flight at once, awaited together (~200 µs).
     Benchmark("side-effect-round-trip-100-concurrent",
               configuration: .init(metrics: countMetrics, warmupIterations: 5, scalingFactor: .one,
                                    maxDuration: .seconds(2), maxIterations: 500,
-                                   thresholds: countThresholds.merging([.wallClock: .init(relative: [.p90: 100])]) { $1 })) { benchmark, store in
+                                   thresholds: countThresholds)) { benchmark, store in
         for _ in benchmark.scaledIterations {
             var handles: [DispatchHandle<Void>] = []
             handles.reserveCapacity(100)
