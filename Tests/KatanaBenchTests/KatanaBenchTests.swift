@@ -9,17 +9,7 @@ let katanaBench = builtExecutable(named: "katana-bench")
 
 @discardableResult
 func bench(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
-    let process = Process()
-    process.executableURL = katanaBench
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    try runProcess(katanaBench, arguments)
 }
 
 func temporaryDirectory() throws -> URL {

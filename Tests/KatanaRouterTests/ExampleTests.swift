@@ -8,14 +8,8 @@ let routerExample = builtExecutable(named: "katana-router-example")
 @Suite struct ExampleTests {
     /// The README shows this output: the example must keep printing exactly it.
     @Test func theTabsAndStackFlowPrintsTheRoutableCallsTheReadmeShows() throws {
-        let process = Process()
-        process.executableURL = routerExample
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let (status, output, _) = try runProcess(routerExample, [])
+        #expect(status == 0)
         #expect(output == expectedExampleOutput)
     }
 }

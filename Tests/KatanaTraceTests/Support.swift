@@ -33,22 +33,10 @@ struct Explode: SideEffect {
 }
 
 /// Runs a command to completion and returns its exit status and output.
+/// Runs a command found on PATH (through `/usr/bin/env`).
 @discardableResult
 func run(_ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, out: String, err: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    // Read before waiting so a chatty command cannot block on a full pipe.
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    try runProcess(URL(fileURLWithPath: "/usr/bin/env"), arguments, environment: environment)
 }
 
 enum Paths {

@@ -1,0 +1,37 @@
+import Dispatch
+import Foundation
+
+/// Runs `executable` with `arguments` (and `environment` on top of this process's), waits for it, and returns its
+/// exit status and output. Standard error is read on another thread while standard output is read here, so a
+/// child that fills one pipe while the other is being read cannot stall.
+@discardableResult
+public func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws
+    -> (status: Int32, out: String, err: String) {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let errors = CollectedData()
+    let errorsRead = DispatchSemaphore(value: 0)
+    Thread {
+        errors.set(err.fileHandleForReading.readDataToEndOfFile())
+        errorsRead.signal()
+    }.start()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    errorsRead.wait()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errors.get(), as: UTF8.self))
+}
+
+/// Bytes handed from the reading thread to the caller, under a lock ThreadSanitizer sees.
+private final class CollectedData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()  // guarded by lock
+    func set(_ value: Data) { lock.withLock { data = value } }
+    func get() -> Data { lock.withLock { data } }
+}
