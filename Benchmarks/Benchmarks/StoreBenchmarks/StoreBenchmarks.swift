@@ -45,9 +45,9 @@ var countThresholds: [BenchmarkMetric: BenchmarkThresholds] { [
 ] }
 var countMetrics: [BenchmarkMetric] { [.wallClock, .mallocCountTotal] }
 
-func fast(_ extra: [BenchmarkMetric: BenchmarkThresholds] = [:]) -> Benchmark.Configuration {
+func fast() -> Benchmark.Configuration {
     .init(metrics: countMetrics, warmupIterations: 10, scalingFactor: .kilo, maxDuration: .seconds(1),
-          maxIterations: 2_000, thresholds: countThresholds.merging(extra) { $1 })
+          maxIterations: 2_000, thresholds: countThresholds)
 }
 
 let benchmarks: @Sendable () -> Void = {
