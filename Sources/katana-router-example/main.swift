@@ -1,5 +1,7 @@
 import Katana
 import KatanaRouter
+import KatanaTrace
+import Foundation
 
 // A headless shop: tabs (catalog, cart, account), a stack under each, and a checkout wizard, all driven by
 // dispatched navigation actions. Each routable prints the calls the router makes on it, indented by depth.
@@ -34,6 +36,14 @@ struct PrintingRoutable: Routable {
 
 func place(_ kind: String, _ id: String, _ context: (any Sendable)? = nil) -> Destination {
     Destination(routableType: kind, contextData: context, userIdentifier: id)
+}
+
+// `--no-trace`: emit no tracepoints (the tests use it so that this run does not land in another test's recording).
+if CommandLine.arguments.dropFirst().contains("--no-trace") {
+    KatanaTracing.bootstrap(NoOpTraceBackend())
+} else if let unknown = CommandLine.arguments.dropFirst().first {
+    FileHandle.standardError.write(Data("katana-router-example: unknown argument \(unknown) (the only option is --no-trace)\n".utf8))
+    exit(2)
 }
 
 let store = Store<ShopState, EmptySideEffectDependencyContainer>()

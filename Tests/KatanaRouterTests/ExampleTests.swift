@@ -8,9 +8,17 @@ let routerExample = builtExecutable(named: "katana-router-example")
 @Suite struct ExampleTests {
     /// The README shows this output: the example must keep printing exactly it.
     @Test func theTabsAndStackFlowPrintsTheRoutableCallsTheReadmeShows() throws {
-        let (status, output, _) = try runProcess(routerExample, [])
+        // Untraced: a recording test running at the same time must not see this process's events.
+        let (status, output, _) = try runProcess(routerExample, ["--no-trace"])
         #expect(status == 0)
         #expect(output == expectedExampleOutput)
+    }
+
+    @Test func anUnknownArgumentIsRefused() throws {
+        let (status, output, errors) = try runProcess(routerExample, ["--fast"])
+        #expect(status == 2)
+        #expect(output.isEmpty)
+        #expect(errors.contains("unknown argument --fast"))
     }
 }
 

@@ -59,15 +59,7 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
         let store = makeStore(backend)
         store.addListener { _, _ in }
         store.addListener { _, _ in }
-        // Hold the lane so the next two updaters are queued and delivered to the listeners as one batch.
-        let gate = Gate()
-        Thread { store.dispatch(Blocking(gate: gate)) }.start()
-        await onThread { gate.started.wait() }
-        let first = store.dispatch(Bump())
-        let second = store.dispatch(Bump())
-        gate.release.signal()
-        try await first.value
-        try await second.value
+        try await twoBumpsQueuedBehindABlockedUpdater(store)  // delivered to the listeners as one batch
         let events = backend.events
         #expect(events.first == .storeReady(storeID: store.storeID, stateType: TraceName.of(TraceState.self)))
         #expect(events.contains(.listenersNotified(storeID: store.storeID, changes: 2, listeners: 2)))
@@ -76,14 +68,7 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
     @Test func queuedUpdatersReportTheDepthTheyFound() async throws {
         let backend = InMemoryTraceBackend()
         let store = makeStore(backend)
-        let gate = Gate()
-        Thread { store.dispatch(Blocking(gate: gate)) }.start()
-        await onThread { gate.started.wait() }
-        let first = store.dispatch(Bump())
-        let second = store.dispatch(Bump())
-        gate.release.signal()
-        try await first.value
-        try await second.value
+        try await twoBumpsQueuedBehindABlockedUpdater(store)
         let enqueues = backend.events.compactMap { event -> DispatchEnqueueEvent? in
             if case let .enqueue(e) = event, e.name == TraceName.of(Bump.self) { return e }
             return nil
@@ -225,6 +210,19 @@ final class DeferredWork: @unchecked Sendable {
     private var work: (@Sendable () -> Void)?
     func hold(_ work: @escaping @Sendable () -> Void) { lock.withLock { self.work = work } }
     func runHeld() { lock.withLock { work }?() }
+}
+
+/// Holds the updater lane with a blocked updater, dispatches two `Bump`s (so both queue behind it), lets it go,
+/// and waits for both.
+func twoBumpsQueuedBehindABlockedUpdater(_ store: Store<TraceState, EmptySideEffectDependencyContainer>) async throws {
+    let gate = Gate()
+    Thread { store.dispatch(Blocking(gate: gate)) }.start()
+    await onThread { gate.started.wait() }
+    let first = store.dispatch(Bump())
+    let second = store.dispatch(Bump())
+    gate.release.signal()
+    try await first.value
+    try await second.value
 }
 
 func onThread(_ work: @escaping @Sendable () -> Void) async {

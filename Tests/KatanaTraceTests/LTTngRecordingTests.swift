@@ -310,13 +310,10 @@ struct LTTngRecordingTests {
 /// The trace toolkit on real recordings: each README command, one test each.
 extension LTTngRecordingTests {
     @Test func recordAnalyzeAndExportABenchRun() throws {
-        try LTTngEnvironment.ensureSessiond()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-record-\(UUID().uuidString)")
+        let (directory, printed) = try recordWithTracesRecord([Paths.katanaBench.path, "-s", "mixed", "--count", "200",
+                                                               "--warmup", "0", "--concurrency", "4"])
         defer { try? FileManager.default.removeItem(at: directory) }
-        let record = try run([Paths.packageRoot.appendingPathComponent("traces/record").path, "-o", directory.path, "--",
-                              Paths.katanaBench.path, "-s", "mixed", "--count", "200", "--warmup", "0", "--concurrency", "4"])
-        try #require(record.status == 0, "traces/record failed: \(record.err)")
-        #expect(record.out.hasSuffix(directory.path + "\n"), "record must print where the trace is")
+        #expect(printed.hasSuffix(directory.path + "\n"), "record must print where the trace is")
         #expect(try run(["lttng", "list"]).out.contains(directory.lastPathComponent) == false)
 
         let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
@@ -443,16 +440,22 @@ func directorySize(_ url: URL) -> Int {
     return total
 }
 
-/// KatanaRouter's transitions in a real recording: the example's flow, recorded with traces/record.
-@Suite(.serialized, .enabled(if: LTTngEnvironment.shouldRun, LTTngEnvironment.skipReason))
-struct RouterRecordingTests {
+/// Records `command` with `traces/record` into a fresh temporary directory (the caller removes it); fails the test
+/// unless recording succeeded. Returns the directory and what `traces/record` printed.
+func recordWithTracesRecord(_ command: [String]) throws -> (directory: URL, printed: String) {
+    try LTTngEnvironment.ensureSessiond()
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-record-\(UUID().uuidString)")
+    let record = try run([Paths.packageRoot.appendingPathComponent("traces/record").path, "-o", directory.path, "--"] + command)
+    try #require(record.status == 0, "traces/record failed: \(record.err)")
+    return (directory, record.out)
+}
+
+/// KatanaRouter's transitions in a real recording: the example's flow, recorded with traces/record. Part of the
+/// serialized recording suite, so no other recording (which sees every process's events) runs meanwhile.
+extension LTTngRecordingTests {
     @Test func navigationTransitionsAreRecordedAnalysedAndExported() throws {
-        try LTTngEnvironment.ensureSessiond()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-router-\(UUID().uuidString)")
+        let (directory, _) = try recordWithTracesRecord([Paths.routerExample.path])
         defer { try? FileManager.default.removeItem(at: directory) }
-        let record = try run([Paths.packageRoot.appendingPathComponent("traces/record").path, "-o", directory.path, "--",
-                              Paths.routerExample.path])
-        try #require(record.status == 0, "traces/record failed: \(record.err)")
 
         let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
         #expect(check.status == 0, "\(check.out)")
