@@ -32,6 +32,8 @@ LTTNG_UST_TRACEPOINT_ENUM(katana, outcome,
         lttng_ust_field_enum_value("ok", 0)
         lttng_ust_field_enum_value("error", 1)
         lttng_ust_field_enum_value("blocked", 2)
+        lttng_ust_field_enum_value("applied_with_error", 3)
+        lttng_ust_field_enum_value("cancelled", 4)
     )
 )
 

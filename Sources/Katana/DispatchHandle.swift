@@ -34,6 +34,8 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
         }
     }
 
+    public func cancel() {}
+
     /// Whether the item has finished (a snapshot: it may finish right after this returns `false`).
     public var isResolved: Bool {
         switch storage {

@@ -68,6 +68,8 @@ struct InterceptionFrame {
     @usableFromInline let kind: DispatchKind
     @usableFromInline let recordChanges: Bool
     @usableFromInline var nextCalled = false
+    /// Whether `next` applied the state updater (so an error thrown afterwards must say it was applied).
+    @usableFromInline var applied = false
     @usableFromInline var replacement: (any Dispatchable)?
 
     @inlinable

@@ -1,6 +1,7 @@
 /// Errors the store reports on a dispatch handle instead of crashing. Each case says what to change.
 public enum KatanaError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A state updater for another state type was dispatched to this store.
+    /// A state updater for another state type was dispatched to this store. `expected` is the state the store
+    /// holds, `got` the updater that cannot update it.
     case stateTypeMismatch(expected: String, got: String)
     /// A side effect declares a `StateType`/`Dependencies` pair that is not this store's.
     case contextTypeMismatch(expected: String, got: String)
@@ -19,11 +20,14 @@ public enum KatanaError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A ``ThrowingStateUpdater`` refused to change the state. Handles never carry this case: they carry the
     /// updater's own error (`failure.error`); it exists only on the way from the updater to the handle.
     case updaterThrew(UpdaterFailure)
+    /// The item **was applied** (the state changed and listeners were told), but an interceptor threw after its
+    /// `next` returned. Do not dispatch the item again: that would apply it twice.
+    case appliedButInterceptorThrew(InterceptorFailure)
 
     public var description: String {
         switch self {
         case let .stateTypeMismatch(expected, got):
-            "state updater \(got) cannot update \(expected): dispatch it to a store whose state is its StateType"
+            "state updater \(got) cannot update \(expected): its StateType is another type; dispatch it to a store whose state is its StateType"
         case let .contextTypeMismatch(expected, got):
             "side effect needs a context of \(expected) but the store provides \(got): make its StateType and Dependencies match the store's"
         case let .notDispatchable(name):
@@ -38,6 +42,8 @@ public enum KatanaError: Error, Sendable, Equatable, CustomStringConvertible {
             "the store was released before the item could run"
         case let .updaterThrew(failure):
             "\(failure.updater) refused to update the state: \(failure.error)"
+        case let .appliedButInterceptorThrew(failure):
+            "\(failure.item) was applied (the state changed and listeners were told), but an interceptor threw after next: \(failure.error). Do not dispatch it again"
         case let .dispatchFromReducer(name):
             "\(name) was dispatched from inside a reducer: reducers must be pure; dispatch from a middleware or side effect"
         }
@@ -56,6 +62,22 @@ public struct UpdaterFailure: Sendable, Equatable {
 
     public static func == (lhs: UpdaterFailure, rhs: UpdaterFailure) -> Bool {
         lhs.updater == rhs.updater && String(reflecting: lhs.error) == String(reflecting: rhs.error)
+    }
+}
+
+/// What an interceptor threw after the item it passed on had been applied.
+public struct InterceptorFailure: Sendable, Equatable {
+    public let error: any Error
+    /// The applied item's type.
+    public let item: String
+
+    public init(error: any Error, item: String) {
+        self.error = error
+        self.item = item
+    }
+
+    public static func == (lhs: InterceptorFailure, rhs: InterceptorFailure) -> Bool {
+        lhs.item == rhs.item && String(reflecting: lhs.error) == String(reflecting: rhs.error)
     }
 }
 

@@ -2,7 +2,8 @@
 /// interceptors and `anyDispatch` see.
 public protocol AnyStateUpdater: Dispatchable {
     /// Katana's erased form: returns a new state built from `currentState`.
-    /// Throws ``KatanaError/stateTypeMismatch(expected:got:)`` when `currentState` is not the updater's state type.
+    /// Throws ``KatanaError/stateTypeMismatch(expected:got:)`` (`expected`: the state given, `got`: this updater)
+    /// when `currentState` is not the updater's state type.
     func updatedState(currentState: any State) throws -> any State
 
     /// Applies the updater in place to a state of type `T`. The store calls this: it avoids copying the state.
@@ -31,7 +32,7 @@ extension AnyStateUpdater {
 extension StateUpdater {
     public func updatedState(currentState: any State) throws -> any State {
         guard var typed = currentState as? StateType else {
-            throw KatanaError.stateTypeMismatch(expected: "\(StateType.self)", got: "\(type(of: currentState))")
+            throw KatanaError.stateTypeMismatch(expected: "\(type(of: currentState))", got: "\(Self.self)")
         }
         updateState(&typed)
         return typed
@@ -40,7 +41,7 @@ extension StateUpdater {
     @inlinable
     public func _apply<T: State>(to state: inout T) throws(KatanaError) {
         guard T.self == StateType.self else {
-            throw KatanaError.stateTypeMismatch(expected: "\(StateType.self)", got: "\(T.self)")
+            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(Self.self)")
         }
         // T and StateType are the same type (checked above): mutate in place, so a copy-on-write state is not copied.
         withUnsafeMutablePointer(to: &state) { pointer in
@@ -73,7 +74,7 @@ public protocol ThrowingStateUpdater<StateType>: AnyStateUpdater {
 extension ThrowingStateUpdater {
     public func updatedState(currentState: any State) throws -> any State {
         guard var typed = currentState as? StateType else {
-            throw KatanaError.stateTypeMismatch(expected: "\(StateType.self)", got: "\(type(of: currentState))")
+            throw KatanaError.stateTypeMismatch(expected: "\(type(of: currentState))", got: "\(Self.self)")
         }
         try updateState(&typed)
         return typed
@@ -82,7 +83,7 @@ extension ThrowingStateUpdater {
     @inlinable
     public func _apply<T: State>(to state: inout T) throws(KatanaError) {
         guard T.self == StateType.self else {
-            throw KatanaError.stateTypeMismatch(expected: "\(StateType.self)", got: "\(T.self)")
+            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(Self.self)")
         }
         try withUnsafeMutablePointer(to: &state) { (pointer) throws(KatanaError) in
             try UnsafeMutableRawPointer(pointer).withMemoryRebound(to: StateType.self, capacity: 1) { (typed) throws(KatanaError) in

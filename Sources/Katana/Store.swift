@@ -507,7 +507,13 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
                 return error
             }
         }
-        if let thrown { return (.done(thrown), frame.nextCalled ? .error : .blocked) }
+        if let thrown {
+            if frame.applied {
+                let failure = InterceptorFailure(error: thrown, item: "\(type(of: updater))")
+                return (.done(KatanaError.appliedButInterceptorThrew(failure)), .appliedWithError)
+            }
+            return (.done(thrown), frame.nextCalled ? .error : .blocked)
+        }
         guard frame.nextCalled else { return (.done(nil), .blocked) }
         guard let replacement = frame.replacement else { return (.done(nil), .ok) }
         if let sideEffect = replacement._katanaSideEffect, replacement._katanaStateUpdater == nil {
@@ -523,6 +529,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             frame.pointee.nextCalled = true
             if frame.pointee.kind == .stateUpdater, let updater = item._katanaStateUpdater, item._katanaSideEffect == nil {
                 do { try apply(updater, recordChanges: frame.pointee.recordChanges) } catch { throw KatanaError.surfaced(error) }
+                frame.pointee.applied = true
             } else {
                 frame.pointee.replacement = item
             }

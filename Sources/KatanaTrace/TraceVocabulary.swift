@@ -35,12 +35,18 @@ public enum DispatchOutcome: UInt8, Sendable, CaseIterable, CustomStringConverti
     case error = 1
     /// An interceptor threw or swallowed the item, so it never ran.
     case blocked = 2
+    /// The updater was applied, but an interceptor threw after its `next` returned: the state did change.
+    case appliedWithError = 3
+    /// The item was cancelled: an updater before it was applied, or a side effect (its body saw the cancellation).
+    case cancelled = 4
 
     public var description: String {
         switch self {
         case .ok: "ok"
         case .error: "error"
         case .blocked: "blocked"
+        case .appliedWithError: "applied_with_error"
+        case .cancelled: "cancelled"
         }
     }
 }

@@ -17,7 +17,7 @@ func katanaError<V>(_ handle: DispatchHandle<V>) async -> KatanaError? {
     @Test func anUpdaterForAnotherStateIsRejected() async {
         let store = makeStore()
         let error = await katanaError(store.anyDispatch(OtherUpdater()))
-        #expect(error == .stateTypeMismatch(expected: "OtherState", got: "CounterState"))
+        #expect(error == .stateTypeMismatch(expected: "CounterState", got: "OtherUpdater"))
         #expect(store.state == CounterState())
     }
 

@@ -1,0 +1,232 @@
+import Dispatch
+import Foundation
+import Katana
+import KatanaTrace
+import Testing
+
+/// What `within` saw: the operation's result, or that it was still running when the time ran out.
+enum Bounded<T: Sendable>: Sendable {
+    case finished(Result<T, any Error>)
+    case stillRunning
+}
+
+/// Runs `operation` and gives up waiting after `seconds` (a liveness guard: a hang fails the test instead of
+/// hanging the suite). The operation's task is cancelled when time runs out.
+func within<T: Sendable>(seconds: Double, _ operation: @escaping @Sendable () async throws -> T) async -> Bounded<T> {
+    let box = Recorder<Bounded<T>>()
+    let task = Task {
+        let result: Result<T, any Error>
+        do { result = .success(try await operation()) } catch { result = .failure(error) }
+        box.append(.finished(result))
+    }
+    _ = await eventually(seconds: seconds) { box.count > 0 }
+    if let outcome = box.all.first { return outcome }
+    task.cancel()
+    return .stillRunning
+}
+
+extension Bounded {
+    var error: (any Error)? {
+        if case let .finished(.failure(error)) = self { return error }
+        return nil
+    }
+    var finished: Bool {
+        if case .finished = self { return true }
+        return false
+    }
+}
+
+struct SlowSideEffect: SideEffect {
+    let seconds: Double
+    let sawCancellation: Counter
+    func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if Task.isCancelled { sawCancellation.increment(); throw CancellationError() }
+            try? await Task.sleep(nanoseconds: 1_000_000)
+        }
+    }
+}
+
+struct ReturnSeven: ReturningSideEffect {
+    func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws -> Int { 7 }
+}
+
+/// Reads the store's state from inside `updateState`: the misuse that must not deadlock.
+struct ReadsStoreWhileUpdating: StateUpdater {
+    let read: @Sendable () -> CounterState
+    let seen: Recorder<Int>
+    func updateState(_ state: inout CounterState) {
+        seen.append(read().counter)
+        state.counter += 1
+    }
+}
+
+/// Loops until a dispatch is rejected: dispatches every 10 ms.
+struct LoopUntilRejected: SideEffect {
+    let ended: Recorder<String>
+    func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
+        while true {
+            try? await Task.sleep(nanoseconds: 10_000_000)
+            do {
+                try await context.dispatch(Increment()).value
+            } catch {
+                ended.append("\(error)")
+                throw error
+            }
+        }
+    }
+}
+
+@Suite struct StoreEdgeTests {
+    // Row 1: items held before readiness resolve when the store goes away.
+    @Test func heldItemsAreRejectedWithStoreReleasedWhenTheStoreGoesAway() async throws {
+        let deferred = DeferredExecutor()
+        var store: TestStore? = TestStore(
+            interceptors: [], stateInitializer: { CounterState() },
+            configuration: .init(stateInitializerExecutor: deferred.executor, traceBackend: NoOpTraceBackend()))
+        let updater = store!.dispatch(Increment())
+        let sideEffect = store!.dispatch(AppendFromSideEffect(value: 1))
+        let returning = store!.dispatch(ReturnSeven())
+        store = nil
+        deferred.runHeldWork()
+        let outcomes = await within(seconds: 5) {
+            [await updater.result.isReleased, await sideEffect.result.isReleased, await returning.result.isReleased]
+        }
+        guard case let .finished(.success(released)) = outcomes else {
+            Issue.record("handles of held items never resolved after the store was released")
+            return
+        }
+        #expect(released == [true, true, true])
+    }
+
+    // Row 2: reading the state from inside an updater neither deadlocks nor breaks later dispatches.
+    @Test func readingTheStateInsideAnUpdaterDoesNotDeadlock() async throws {
+        let store = makeStore()
+        store.dispatch(Increment())
+        let seen = Recorder<Int>()
+        let outcome = await within(seconds: 5) {
+            await onThread {
+                store.dispatch(ReadsStoreWhileUpdating(read: { store.state }, seen: seen))
+                store.dispatch(Increment())
+                return store.state.counter
+            }
+        }
+        guard case let .finished(.success(counter)) = outcome else {
+            Issue.record("reading store.state inside updateState deadlocked the store")
+            return
+        }
+        #expect(counter == 3)
+        #expect(seen.all == [1], "the read inside the updater sees the state as the updater started it")
+    }
+
+    @Test func readingTheStateInsideAQueuedUpdaterDoesNotDeadlock() async throws {
+        let store = makeStore()
+        let hold = await LaneHold.start(store, appending: 0)
+        let seen = Recorder<Int>()
+        let handle = store.dispatch(ReadsStoreWhileUpdating(read: { store.state }, seen: seen))
+        await hold.release()
+        let outcome = await within(seconds: 5) { try await handle.value }
+        #expect(outcome.finished, "a queued updater reading store.state deadlocked the lane")
+        #expect(seen.all == [0])
+    }
+
+    // Row 3: a cancelled task stops waiting at once; a side effect can be cancelled.
+    @Test func aCancelledTaskAwaitingAHandleStopsWaitingPromptly() async throws {
+        let store = makeStore()
+        let sawCancellation = Counter()
+        let handle = store.dispatch(SlowSideEffect(seconds: 3, sawCancellation: sawCancellation))
+        let outcome = await within(seconds: 1.5) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await handle.value }
+                group.addTask {
+                    try await Task.sleep(nanoseconds: 100_000_000)
+                    throw TestError(code: 1)
+                }
+                defer { group.cancelAll() }
+                try await group.next()
+            }
+        }
+        #expect(outcome.error as? TestError == TestError(code: 1), "the timeout pattern waited for the side effect: \(outcome)")
+        #expect(sawCancellation.value == 0, "cancelling a waiter does not cancel the item")
+        #expect(!handle.isResolved)
+    }
+
+    @Test func cancellingASideEffectCancelsItsBodyAndRejectsItsHandle() async throws {
+        let store = makeStore()
+        let sawCancellation = Counter()
+        let handle = store.dispatch(SlowSideEffect(seconds: 10, sawCancellation: sawCancellation))
+        #expect(await eventually { store.sideEffectsRunning == 1 })
+        handle.cancel()
+        let outcome = await within(seconds: 5) { try await handle.value }
+        #expect(outcome.error is CancellationError, "\(outcome)")
+        #expect(sawCancellation.value == 1, "the body saw Task.isCancelled")
+    }
+
+    // Row 4: side effects in flight do not keep the store alive.
+    @Test func theStoreDeinitialisesWithASideEffectInFlight() async throws {
+        let ended = Recorder<String>()
+        let watcher = WeakBox<TestStore>()
+        var handle: DispatchHandle<Void>?
+        do {
+            let store = makeStore()
+            watcher.object = store
+            handle = store.dispatch(LoopUntilRejected(ended: ended))
+            #expect(await eventually { store.state.counter >= 2 })
+        }
+        #expect(await eventually(seconds: 5) { watcher.object == nil }, "a running side effect kept the store alive")
+        let running = try #require(handle)
+        let outcome = await within(seconds: 5) { try await running.value }
+        #expect(outcome.finished, "the side effect's handle never resolved after the store went away")
+        #expect(outcome.error is CancellationError || (outcome.error as? KatanaError) == .storeReleased, "\(outcome)")
+    }
+
+    // Row 7: an interceptor that throws after `next` applied the item says the item was applied.
+    @Test func anInterceptorFailingAfterNextSaysTheItemWasApplied() async throws {
+        let failsAfter: StoreInterceptor = { _ in { next in { item in
+            try next(item)
+            throw TestError(code: 7)
+        } } }
+        let store = makeStore(interceptors: [failsAfter])
+        let outcome = await store.dispatch(Increment()).result
+        #expect(store.state.counter == 1)
+        guard case let .failure(error) = outcome, case let .appliedButInterceptorThrew(failure) = error as? KatanaError else {
+            Issue.record("expected appliedButInterceptorThrew, got \(outcome)")
+            return
+        }
+        #expect(failure.error as? TestError == TestError(code: 7))
+        #expect("\(error)".contains("was applied"))
+
+        let blocks: StoreInterceptor = { _ in { _ in { _ in throw TestError(code: 8) } } }
+        let blocked = makeStore(interceptors: [blocks])
+        let refused = await blocked.dispatch(Increment()).result
+        #expect((try? refused.get()) == nil)
+        if case let .failure(error) = refused { #expect(error as? TestError == TestError(code: 8)) }
+        #expect(blocked.state.counter == 0)
+    }
+
+    // Row 8: the mismatch message names the updater's state and the store's state the right way round.
+    @Test func aStateTypeMismatchNamesBothTypesTheRightWayRound() async throws {
+        let store = makeStore()
+        let outcome = await store.anyDispatch(OtherUpdater()).result
+        guard case let .failure(error) = outcome, case let .stateTypeMismatch(expected, got) = error as? KatanaError else {
+            Issue.record("expected stateTypeMismatch, got \(outcome)")
+            return
+        }
+        #expect(expected.hasSuffix("CounterState"), "expected is the state the store holds: \(expected)")
+        #expect(got.hasSuffix("OtherUpdater"), "got is the updater that cannot update it: \(got)")
+        let message = "\(error)"
+        #expect(message.contains("OtherUpdater cannot update") && message.contains("CounterState"), "\(message)")
+        // The erased entry point reports the same way.
+        #expect(throws: KatanaError.stateTypeMismatch(expected: "\(CounterState.self)", got: "\(OtherUpdater.self)")) {
+            _ = try OtherUpdater().updatedState(currentState: CounterState())
+        }
+    }
+}
+
+extension Result {
+    var isReleased: Bool {
+        if case let .failure(error) = self { return (error as? KatanaError) == .storeReleased }
+        return false
+    }
+}
