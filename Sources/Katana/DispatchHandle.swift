@@ -1,10 +1,13 @@
+import Synchronization
+
 /// The result of one dispatch. `dispatch` returns it at once; await ``value`` (or ``result``) to wait for the
 /// item to finish: for a state updater, until the state is updated and listeners were handed the change; for a
 /// side effect, until its body returns. Awaiting suspends the task (it never blocks a thread), and returns
 /// without suspending when the item already finished, as an updater applied inline by `dispatch` has.
 ///
 /// Handles are cheap to copy; any number of tasks may await the same handle. Dropping one is fine: the item
-/// runs anyway.
+/// runs anyway. A task awaiting a handle that is cancelled stops waiting at once (throws `CancellationError`);
+/// the item carries on unless ``cancel()`` is called.
 public struct DispatchHandle<Value: Sendable>: Sendable {
     @usableFromInline
     enum Storage: Sendable {
@@ -34,7 +37,19 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
         }
     }
 
-    public func cancel() {}
+    /// Cancels the item, as far as it can still be cancelled:
+    /// - a **state updater** still waiting in the lane (or held before the store is ready) is never applied, and
+    ///   the handle rejects with `CancellationError` at once; one already applied is not undone (no-op);
+    /// - a **side effect** not started yet never starts (rejected at once); a running one has its task cancelled
+    ///   (its body sees `Task.isCancelled`, `Task.sleep` throws), and so have the side effects it dispatched through
+    ///   its context; its handle rejects with `CancellationError` when the body ends, whatever the body returned;
+    ///   updaters it dispatches after this are rejected;
+    /// - a finished item: nothing happens.
+    ///
+    /// Traces show outcome `cancelled`. Cancelling a task that *awaits* a handle only stops that wait.
+    public func cancel() {
+        if case let .pending(cell) = storage { cell.cancel() }
+    }
 
     /// Whether the item has finished (a snapshot: it may finish right after this returns `false`).
     public var isResolved: Bool {
@@ -48,18 +63,44 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
 /// The shared, one-shot completion behind a pending handle. Not generic, so the lane resolves a batch of
 /// handles without any runtime type lookups; the value is checked against the handle's type when awaited.
 /// Every cell of a store shares the store's completion lock, so a batch resolves under one acquisition.
+///
+/// A cell also carries its item's cancellation: `phase` says whether the item is still waiting (in the lane, held,
+/// or not yet started), running, or cancelled. The lane and the side-effect runner *claim* an item (waiting →
+/// running) before they run it; `cancel()` wins only against a waiting item (which is then never run) or asks a
+/// running side effect to stop. The claim is one compare-and-swap, so no item is both cancelled and applied.
 @usableFromInline
 final class HandleCell: @unchecked Sendable {
-    // `outcome`, `waiter` and `moreWaiters` are guarded by `lock`; `acceptsVoid` is immutable.
+    // `outcome`, the waiters, `task`, `children` and `nextToken` are guarded by `lock`; `acceptsVoid` is
+    // immutable; `phase` is atomic.
     @usableFromInline typealias Outcome = Result<any Sendable, any Error>
+    @usableFromInline typealias Waiter = (token: UInt64, continuation: UnsafeContinuation<Outcome, Never>)
+
+    @usableFromInline enum Phase {
+        @usableFromInline static let waiting: UInt8 = 0
+        @usableFromInline static let running: UInt8 = 1
+        /// Cancelled before it ran: it never will; the handle already carries `CancellationError`.
+        @usableFromInline static let cancelledBeforeStart: UInt8 = 2
+        /// A running side effect asked to stop: its task is cancelled; the handle rejects when the body ends.
+        @usableFromInline static let cancelRequested: UInt8 = 3
+    }
 
     @usableFromInline let lock: Lock
     /// Whether `()` is an acceptable value (the handle of a state updater, a side effect or `anyDispatch`).
     /// Such handles only report completion, whatever the item (or an interceptor's replacement) produced.
     @usableFromInline let acceptsVoid: Bool
+    @usableFromInline let phase = Atomic<UInt8>(Phase.waiting)
     @usableFromInline var outcome: Outcome?
-    @usableFromInline var waiter: UnsafeContinuation<Outcome, Never>?
-    @usableFromInline var moreWaiters: [UnsafeContinuation<Outcome, Never>] = []
+    @usableFromInline var waiter: Waiter?
+    @usableFromInline var moreWaiters: [Waiter] = []
+    /// Waiters whose task was cancelled before they were registered (rare).
+    @usableFromInline var cancelledTokens: [UInt64] = []
+    @usableFromInline var nextToken: UInt64 = 0
+    /// The task running a side effect's body, so `cancel()` can cancel it.
+    @usableFromInline var task: Task<Void, Never>?
+    /// Side effects dispatched through this side effect's context (finished ones are pruned now and then):
+    /// cancelled with it. They share this cell's lock (one per store), so their outcomes can be read under it.
+    @usableFromInline var children: [HandleCell] = []
+    @usableFromInline var pruneChildrenAt = 8
 
     @inlinable
     init(lock: Lock, acceptsVoid: Bool) {
@@ -76,11 +117,13 @@ final class HandleCell: @unchecked Sendable {
         outcome = result
         // Resuming only enqueues the waiting task on its executor, so doing it under the lock is safe.
         if let waiter {
-            waiter.resume(returning: result)
+            waiter.continuation.resume(returning: result)
             self.waiter = nil
-            for other in moreWaiters { other.resume(returning: result) }
+            for other in moreWaiters { other.continuation.resume(returning: result) }
             moreWaiters = []
         }
+        task = nil
+        children = []
     }
 
     @inlinable
@@ -90,6 +133,86 @@ final class HandleCell: @unchecked Sendable {
         lock.unlock()
     }
 
+    // MARK: Claiming and cancelling
+
+    /// Takes a waiting item to run it. `false`: it was cancelled first, and must not run.
+    @inlinable
+    func claim() -> Bool {
+        phase.compareExchange(expected: Phase.waiting, desired: Phase.running, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// Takes a lane item to apply it: `true` if it was waiting, or was claimed already by the side effect an
+    /// interceptor replaced with it; `false` if it was cancelled (then it must not be applied).
+    @inlinable
+    func claimForLane() -> Bool {
+        claim() || phase.load(ordering: .acquiring) == Phase.running
+    }
+
+    /// Whether a running side effect was asked to stop (or a waiting item was cancelled).
+    @inlinable
+    var isCancelled: Bool {
+        let now = phase.load(ordering: .acquiring)
+        return now == Phase.cancelRequested || now == Phase.cancelledBeforeStart
+    }
+
+    /// Cancels the item: a waiting one never runs and is rejected with `CancellationError` now; a running side effect
+    /// has its task cancelled (and its children's), and is rejected when its body ends. A finished item is left alone.
+    @usableFromInline
+    func cancel() {
+        while true {
+            let now = phase.load(ordering: .acquiring)
+            if now == Phase.waiting {
+                if phase.compareExchange(expected: now, desired: Phase.cancelledBeforeStart, ordering: .acquiringAndReleasing).exchanged {
+                    resolve(.failure(CancellationError()))
+                    return
+                }
+            } else if now == Phase.running {
+                if phase.compareExchange(expected: now, desired: Phase.cancelRequested, ordering: .acquiringAndReleasing).exchanged {
+                    lock.lock()
+                    let task = outcome == nil ? self.task : nil
+                    let children = self.children
+                    lock.unlock()
+                    task?.cancel()
+                    for child in children { child.cancel() }
+                    return
+                }
+            } else {
+                return
+            }
+        }
+    }
+
+    /// Records the task running this side effect's body; cancels it at once if cancellation came first.
+    @usableFromInline
+    func attach(_ task: Task<Void, Never>) {
+        lock.lock()
+        if outcome == nil { self.task = task }
+        lock.unlock()
+        if isCancelled { task.cancel() }
+    }
+
+    /// Registers a side effect dispatched through this one's context, to be cancelled with it; cancels the child at
+    /// once if this one is cancelled already.
+    @usableFromInline
+    func adopt(_ child: HandleCell) {
+        lock.lock()
+        if isCancelled || outcome != nil {
+            lock.unlock()
+            child.cancel()
+            return
+        }
+        if children.count >= pruneChildrenAt {
+            children.removeAll { $0.outcome != nil }  // same lock: every cell of a store shares it
+            pruneChildrenAt = max(8, children.count * 2)
+        }
+        children.append(child)
+        lock.unlock()
+    }
+
+    // MARK: Waiting
+
+    /// Waits for the outcome. A cancelled waiting task stops waiting at once with `CancellationError`; the item
+    /// itself is not cancelled by that.
     @usableFromInline
     func wait() async -> Outcome {
         lock.lock()
@@ -97,17 +220,45 @@ final class HandleCell: @unchecked Sendable {
             lock.unlock()
             return outcome
         }
+        let token = nextToken
+        nextToken &+= 1
         lock.unlock()
-        return await withUnsafeContinuation { continuation in
-            lock.lock()
-            if let outcome {
+        return await withTaskCancellationHandler {
+            await withUnsafeContinuation { continuation in
+                lock.lock()
+                if let outcome {
+                    lock.unlock()
+                    continuation.resume(returning: outcome)
+                    return
+                }
+                if let index = cancelledTokens.firstIndex(of: token) {
+                    cancelledTokens.remove(at: index)
+                    lock.unlock()
+                    continuation.resume(returning: .failure(CancellationError()))
+                    return
+                }
+                if waiter == nil { waiter = (token, continuation) } else { moreWaiters.append((token, continuation)) }
                 lock.unlock()
-                continuation.resume(returning: outcome)
-                return
             }
-            if waiter == nil { waiter = continuation } else { moreWaiters.append(continuation) }
-            lock.unlock()
+        } onCancel: {
+            stopWaiting(token)
         }
+    }
+
+    @usableFromInline
+    func stopWaiting(_ token: UInt64) {
+        lock.lock()
+        var removed: UnsafeContinuation<Outcome, Never>?
+        if let waiter, waiter.token == token {
+            removed = waiter.continuation
+            if moreWaiters.isEmpty { self.waiter = nil } else { self.waiter = moreWaiters.removeFirst() }
+        } else if let index = moreWaiters.firstIndex(where: { $0.token == token }) {
+            removed = moreWaiters.remove(at: index).continuation
+        } else if outcome == nil {
+            cancelledTokens.append(token)
+        }
+        lock.unlock()
+        removed?.resume(returning: .failure(CancellationError()))
     }
 
     /// The outcome as seen by a handle of type `Value`.

@@ -2,6 +2,9 @@ import Glibc
 
 /// A `pthread_mutex_t` lock. Used instead of `Synchronization.Mutex` because ThreadSanitizer on Linux does not
 /// see `Mutex`'s lock and reports false races (see STYLE.md); with this lock a TSan report is always real.
+/// This thread's identity, for "does this thread hold it?" checks.
+@inlinable var currentThreadID: UInt { UInt(pthread_self()) }
+
 @usableFromInline
 final class Lock: @unchecked Sendable {
     // The mutex lives at a stable heap address for the life of the object, as pthreads requires.
@@ -28,6 +31,8 @@ final class Lock: @unchecked Sendable {
 
     @inlinable func lock() { pthread_mutex_lock(mutex) }
     @inlinable func unlock() { pthread_mutex_unlock(mutex) }
+    /// Takes the lock if it is free; `false` if another thread (or this one) holds it.
+    @inlinable func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
 
     @inlinable
     func withLock<T>(_ body: () throws -> T) rethrows -> T {

@@ -8,12 +8,19 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     @usableFromInline weak var store: Store<S, D>?
     /// The trace id of the side effect this context belongs to (0 when tracing was off).
     public let parentID: UInt64
+    /// The handle cell of the side effect this context belongs to: what it dispatches is cancelled with it.
+    @usableFromInline let scope: HandleCell?
 
-    @inlinable init(store: Store<S, D>, parentID: UInt64) {
+    @inlinable init(store: Store<S, D>, parentID: UInt64, scope: HandleCell?) {
         self.store = store
         self.dependencies = store.dependencies
         self.parentID = parentID
+        self.scope = scope
     }
+
+    /// Whether the side effect this context belongs to was cancelled (``DispatchHandle/cancel()`` or its store was
+    /// released). Its body also sees `Task.isCancelled`.
+    public var isCancelled: Bool { scope?.isCancelled ?? false }
 
     /// The state as of now: it reflects every updater whose handle has resolved.
     @inlinable public func getState() -> S { store?.state ?? S() }
@@ -21,31 +28,41 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     @inlinable @discardableResult
     public func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
         guard let store else { return .rejected(KatanaError.storeReleased) }
+        if let scope, scope.isCancelled { return .rejected(CancellationError()) }
         return store.dispatchUpdater(updater, parentID: parentID)
     }
 
     @inlinable @discardableResult
     public func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
         guard let store else { return .rejected(KatanaError.storeReleased) }
+        if let scope, scope.isCancelled { return .rejected(CancellationError()) }
         return store.dispatchUpdater(updater, parentID: parentID)
     }
 
     @inlinable @discardableResult
     public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
-        return store.dispatchSideEffect(sideEffect, parentID: parentID, as: Void.self)
+        return adopted(store.dispatchSideEffect(sideEffect, parentID: parentID, as: Void.self))
     }
 
     @inlinable @discardableResult
     public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
-        return store.dispatchSideEffect(sideEffect, parentID: parentID, as: E.ReturnValue.self)
+        return adopted(store.dispatchSideEffect(sideEffect, parentID: parentID, as: E.ReturnValue.self))
     }
 
     @discardableResult
     public func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
-        return store.anyDispatch(item, parentID: parentID)
+        if let scope, scope.isCancelled { return .rejected(CancellationError()) }
+        return adopted(store.anyDispatch(item, parentID: parentID))
+    }
+
+    /// Ties a dispatched item's handle to this context's side effect, so cancelling it cancels the item.
+    @inlinable
+    func adopted<V>(_ handle: DispatchHandle<V>) -> DispatchHandle<V> {
+        if let scope, case let .pending(cell) = handle.storage { scope.adopt(cell) }
+        return handle
     }
 }
 
@@ -53,11 +70,16 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
 public struct AnySideEffectContext: Sendable {
     @usableFromInline weak var store: (any StoreInternals)?
     public let parentID: UInt64
+    @usableFromInline let scope: HandleCell?
 
-    @inlinable init(store: any StoreInternals, parentID: UInt64) {
+    @inlinable init(store: any StoreInternals, parentID: UInt64, scope: HandleCell? = nil) {
         self.store = store
         self.parentID = parentID
+        self.scope = scope
     }
+
+    /// Whether the side effect this context belongs to was cancelled.
+    public var isCancelled: Bool { scope?.isCancelled ?? false }
 
     /// The store's dependencies, or `nil` if the store is gone.
     public var anyDependencies: (any SideEffectDependencyContainer)? { store?.anyDependencies }
@@ -65,11 +87,14 @@ public struct AnySideEffectContext: Sendable {
     /// The store's current state, or `nil` if the store is gone.
     public func getAnyState() -> (any State)? { store?.anyState }
 
-    /// Dispatches any item as a child of this context's side effect.
+    /// Dispatches any item as a child of this context's side effect (cancelled with it).
     @discardableResult
     public func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
-        return store.anyDispatch(item, parentID: parentID)
+        if let scope, scope.isCancelled { return .rejected(CancellationError()) }
+        let handle = store.anyDispatch(item, parentID: parentID)
+        if let scope, case let .pending(cell) = handle.storage { scope.adopt(cell) }
+        return handle
     }
 
     /// The typed context for a side effect declaring `S` and `D`.
@@ -78,6 +103,6 @@ public struct AnySideEffectContext: Sendable {
         guard let typed = store as? Store<S, D> else {
             throw KatanaError.contextTypeMismatch(expected: "Store<\(S.self), \(D.self)>", got: "\(type(of: store))")
         }
-        return SideEffectContext(store: typed, parentID: parentID)
+        return SideEffectContext(store: typed, parentID: parentID, scope: scope)
     }
 }

@@ -56,6 +56,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     @usableFromInline final let stateLock = Lock(adaptive: true)
     /// Shared by every pending handle of this store.
     @usableFromInline final let completionLock = Lock()
+    /// The thread applying updaters under `stateLock` right now (0: none). Written only by that thread while it holds
+    /// the lock; another thread can only ever read a value that is not its own id, so a stale read is harmless.
+    @usableFromInline final let applyingThread = Atomic<UInt>(0)
 
     @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
 
@@ -70,7 +73,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) final var finished: [(HandleCell, (any Error)?)] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
 
-    @usableFromInline final let sideEffectsInFlight = Atomic<Int>(0)
+    @usableFromInline final let sideEffects: SideEffectRegistry
+    @usableFromInline final let weakStore = WeakStore<S>()
     @usableFromInline final let updaterQueue: DispatchQueue
     @usableFromInline final let listenersAreInline: Bool
 
@@ -80,16 +84,56 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
         self.listenersAreInline = configuration.listenerExecutor.isInline
+        self.sideEffects = SideEffectRegistry(tracer: tracer)
+        weakStore.store = self
+    }
+
+    deinit {
+        // Side effects still running are cancelled; items held before readiness are rejected (nothing else can be
+        // pending: whoever holds the lane, or the updater queue's kick, holds the store).
+        sideEffects.close()
+        for item in held ?? [] {
+            switch item {
+            case let .updater(updater): updater.cell?.resolve(.failure(KatanaError.storeReleased))
+            case let .sideEffect(sideEffect): sideEffect.cell.resolve(.failure(KatanaError.storeReleased))
+            }
+        }
     }
 
     // MARK: Reading
 
     /// The current state: reflects every updater whose handle has resolved. `S()` until the store is ready.
+    ///
+    /// Read from inside a state updater or reducer that this store is applying on the same thread (a misuse:
+    /// updaters get the state as their argument), it returns the state as it is at that moment — the state the
+    /// updater started from, plus whatever a `StateUpdater` already changed in place before the read — instead of
+    /// deadlocking on the state lock.
     @inlinable
     public final var state: S {
+        if stateLock.tryLock() {
+            defer { stateLock.unlock() }
+            return _state
+        }
+        if applyingThread.load(ordering: .relaxed) == currentThreadID {
+            // This thread is inside an updater of this store, holding the state lock.
+            return _state
+        }
         stateLock.lock()
         defer { stateLock.unlock() }
         return _state
+    }
+
+    /// Takes the state lock to apply updaters, noting which thread holds it (see `state`).
+    @inlinable
+    final func lockStateForApplying() {
+        stateLock.lock()
+        applyingThread.store(currentThreadID, ordering: .relaxed)
+    }
+
+    @inlinable
+    final func unlockStateAfterApplying() {
+        applyingThread.store(0, ordering: .relaxed)
+        stateLock.unlock()
     }
 
     public final var anyState: any State { state }
@@ -106,7 +150,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     public final var listenerCount: Int { laneLock.withLock { listeners.count } }
 
     /// Side effects of this store running right now.
-    public final var sideEffectsRunning: Int { sideEffectsInFlight.load(ordering: .relaxed) }
+    public final var sideEffectsRunning: Int { sideEffects.count }
 
     // MARK: Listeners
 
@@ -247,15 +291,15 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             // lane back, without touching the batch buffers.
             if id != 0 { traceBegin(item, lane: .updaterInline) }
             var failure: KatanaError?
-            stateLock.lock()
+            lockStateForApplying()
             if listeners.isEmpty {
                 do { try updater._apply(to: &_state) } catch { failure = error }
-                stateLock.unlock()
+                unlockStateAfterApplying()
             } else {
                 let old = _state
                 do { try updater._apply(to: &_state) } catch { failure = error }
                 let new = _state
-                stateLock.unlock()
+                unlockStateAfterApplying()
                 if failure == nil {
                     for listener in listeners { listener.call(old, new) }
                 }
@@ -273,6 +317,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         deliverChanges(to: listeners)
         let handle: DispatchHandle<V>
         switch result {
+        case .skipped:
+            handle = .rejected(CancellationError())  // not reached: the caller's own item has no cell to cancel
         case let .done(error):
             handle = DispatchHandle(resolved: error.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         case let .replacedBySideEffect(sideEffect):
@@ -396,8 +442,12 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         let count = drainBuffer.count
         if chain == nil {
             // No interceptors: apply the whole batch under one acquisition of the state lock.
-            stateLock.lock()
+            lockStateForApplying()
             for item in drainBuffer {
+                if let cell = item.cell, !cell.claimForLane() {
+                    skipCancelled(item, cell: cell, lane: lane)
+                    continue
+                }
                 if item.id != 0 { traceBegin(item, lane: lane) }
                 var failure: KatanaError?
                 do { try applyLocked(item.updater, recordChanges: record) } catch { failure = error }
@@ -407,7 +457,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
                 }
                 if let cell = item.cell { finished.append((cell, failure)) }
             }
-            stateLock.unlock()
+            unlockStateAfterApplying()
         } else {
             for item in drainBuffer {
                 finish(item, process(item, lane: lane, recordChanges: record))
@@ -423,6 +473,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     final func finish(_ item: LaneItem, _ result: LaneResult) {
         guard let cell = item.cell else { return }
         switch result {
+        case .skipped: break
         case let .done(error): finished.append((cell, error))
         case let .replacedBySideEffect(sideEffect): launchSideEffect(sideEffect, cell: cell, parentID: item.parentID)
         }
@@ -441,6 +492,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     @usableFromInline
     enum LaneResult {
+        case skipped
         case done((any Error)?)
         case replacedBySideEffect(any AnySideEffect)
     }
@@ -450,11 +502,25 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     final func traceBegin(_ item: LaneItem, lane: DispatchLane) {
         tracer.dispatchBegin(DispatchBeginEvent(
             id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
-            parallelism: UInt32(clamping: sideEffectsInFlight.load(ordering: .relaxed))))
+            parallelism: UInt32(clamping: sideEffects.count)))
+    }
+
+    /// A lane item cancelled before the lane reached it: not applied; its handle rejects with `CancellationError`.
+    @usableFromInline
+    final func skipCancelled(_ item: LaneItem, cell: HandleCell, lane: DispatchLane) {
+        if item.id != 0 {
+            traceBegin(item, lane: lane)
+            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: .cancelled))
+        }
+        cell.resolve(.failure(CancellationError()))
     }
 
     @inlinable
     final func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> LaneResult {
+        if let cell = item.cell, !cell.claimForLane() {
+            skipCancelled(item, cell: cell, lane: lane)
+            return .skipped
+        }
         if item.id != 0 { traceBegin(item, lane: lane) }
         var result = LaneResult.done(nil)
         var outcome = DispatchOutcome.ok
@@ -476,8 +542,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     @inlinable
     final func apply(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
-        stateLock.lock()
-        defer { stateLock.unlock() }
+        lockStateForApplying()
+        defer { unlockStateAfterApplying() }
         try applyLocked(updater, recordChanges: recordChanges)
     }
 
@@ -611,34 +677,11 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         start(item)
     }
 
-    @inlinable
-    final func start(_ item: SideEffectItem) {
-        Task { await self.run(item) }
-    }
-
-    @inlinable
-    final func run(_ item: SideEffectItem) async {
-        let parallelism = sideEffectsInFlight.wrappingAdd(1, ordering: .relaxed).newValue
-        if item.id != 0 {
-            tracer.dispatchBegin(DispatchBeginEvent(
-                id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
-                parallelism: UInt32(clamping: parallelism)))
-        }
-        let (outcome, resolution) = await execute(item)
-        // Leave the in-flight count and end the trace interval before resolving the handle, so whoever awaited it
-        // never sees this side effect still counted as running.
-        sideEffectsInFlight.wrappingSubtract(1, ordering: .relaxed)
-        if item.id != 0 {
-            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool, outcome: outcome))
-        }
-        if let resolution { item.cell.resolve(resolution) }
-    }
-
-    /// Runs the interceptors and the body. Returns the outcome and what to resolve the handle with (nil when
-    /// the handle was handed to a forwarded state updater, which resolves it when applied).
-    @inlinable
-    final func execute(_ item: SideEffectItem) async -> (DispatchOutcome, HandleCell.Outcome?) {
-        guard let chain, !item.bypass else { return await runBody(item.sideEffect, item) }
+    /// Runs the interceptors for a side effect, on its task, before its body.
+    @usableFromInline
+    final func intercept(_ item: SideEffectItem) -> SideEffectStep {
+        let context = AnySideEffectContext(store: self, parentID: item.id, scope: item.cell)
+        guard let chain, !item.bypass else { return .body(item.sideEffect, context) }
         var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
         let thrown: (any Error)? = InterceptionFrames.with(&frame) {
             do {
@@ -648,13 +691,13 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
                 return error
             }
         }
-        if let thrown { return (.blocked, .failure(thrown)) }
+        if let thrown { return .done(.blocked, .failure(thrown)) }
         guard frame.nextCalled, let toRun = frame.replacement else {
-            if item.cell.acceptsVoid { return (.blocked, .success(())) }
-            return (.blocked, .failure(KatanaError.returningSideEffectNotExecuted("\(type(of: item.sideEffect))")))
+            if item.cell.acceptsVoid { return .done(.blocked, .success(())) }
+            return .done(.blocked, .failure(KatanaError.returningSideEffectNotExecuted("\(type(of: item.sideEffect))")))
         }
         if let sideEffect = toRun._katanaSideEffect, toRun._katanaStateUpdater == nil {
-            return await runBody(sideEffect, item)
+            return .body(sideEffect, context)
         }
         if let updater = toRun._katanaStateUpdater, toRun._katanaSideEffect == nil {
             // An interceptor forwarded a state updater instead: it goes down the lane, and this handle resolves
@@ -664,19 +707,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             let name = traced ? TraceName.of(type(of: updater)) : nil
             enqueueExisting(LaneItem(updater: updater, cell: item.cell, id: id, parentID: item.parentID, name: name, bypass: true),
                             ignoringHeld: true, alreadyTraced: false)
-            return (.ok, nil)
+            return .done(.ok, nil)
         }
-        return (.error, .failure(KatanaError.notDispatchable("\(type(of: toRun))")))
-    }
-
-    @inlinable
-    final func runBody(_ sideEffect: any AnySideEffect, _ item: SideEffectItem) async -> (DispatchOutcome, HandleCell.Outcome?) {
-        do {
-            let value = try await sideEffect.anySideEffect(AnySideEffectContext(store: self, parentID: item.id))
-            return (.ok, .success(value))
-        } catch {
-            return (.error, .failure(error))
-        }
+        return .done(.error, .failure(KatanaError.notDispatchable("\(type(of: toRun))")))
     }
 
     // MARK: Readiness

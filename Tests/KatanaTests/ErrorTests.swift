@@ -37,8 +37,10 @@ func katanaError<V>(_ handle: DispatchHandle<V>) async -> KatanaError? {
     }
 
     @Test func anyDispatchCarriesAReturningSideEffectsValue() async throws {
-        let value = try await makeStore().anyDispatch(Fetch()).value
+        let store = makeStore()
+        let value = try await store.anyDispatch(Fetch()).value
         #expect(value as? String == "fetched")
+        withExtendedLifetime(store) {}  // side effects do not keep their store alive
     }
 
     @Test func aContextOutlivingItsStoreRejectsDispatches() async throws {

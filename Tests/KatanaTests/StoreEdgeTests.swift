@@ -40,10 +40,11 @@ struct SlowSideEffect: SideEffect {
     let seconds: Double
     let sawCancellation: Counter
     func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if Task.isCancelled { sawCancellation.increment(); throw CancellationError() }
-            try? await Task.sleep(nanoseconds: 1_000_000)
+        do {
+            try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+        } catch {
+            sawCancellation.increment()
+            throw error
         }
     }
 }
@@ -90,7 +91,7 @@ struct LoopUntilRejected: SideEffect {
         let returning = store!.dispatch(ReturnSeven())
         store = nil
         deferred.runHeldWork()
-        let outcomes = await within(seconds: 5) {
+        let outcomes = await within(seconds: 30) {
             [await updater.result.isReleased, await sideEffect.result.isReleased, await returning.result.isReleased]
         }
         guard case let .finished(.success(released)) = outcomes else {
@@ -105,7 +106,7 @@ struct LoopUntilRejected: SideEffect {
         let store = makeStore()
         store.dispatch(Increment())
         let seen = Recorder<Int>()
-        let outcome = await within(seconds: 5) {
+        let outcome = await within(seconds: 30) {
             await onThread {
                 store.dispatch(ReadsStoreWhileUpdating(read: { store.state }, seen: seen))
                 store.dispatch(Increment())
@@ -126,7 +127,7 @@ struct LoopUntilRejected: SideEffect {
         let seen = Recorder<Int>()
         let handle = store.dispatch(ReadsStoreWhileUpdating(read: { store.state }, seen: seen))
         await hold.release()
-        let outcome = await within(seconds: 5) { try await handle.value }
+        let outcome = await within(seconds: 30) { try await handle.value }
         #expect(outcome.finished, "a queued updater reading store.state deadlocked the lane")
         #expect(seen.all == [0])
     }
@@ -135,8 +136,9 @@ struct LoopUntilRejected: SideEffect {
     @Test func aCancelledTaskAwaitingAHandleStopsWaitingPromptly() async throws {
         let store = makeStore()
         let sawCancellation = Counter()
-        let handle = store.dispatch(SlowSideEffect(seconds: 3, sawCancellation: sawCancellation))
-        let outcome = await within(seconds: 1.5) {
+        let handle = store.dispatch(SlowSideEffect(seconds: 120, sawCancellation: sawCancellation))
+        defer { handle.cancel() }
+        let outcome = await within(seconds: 60) {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await handle.value }
                 group.addTask {
@@ -155,10 +157,10 @@ struct LoopUntilRejected: SideEffect {
     @Test func cancellingASideEffectCancelsItsBodyAndRejectsItsHandle() async throws {
         let store = makeStore()
         let sawCancellation = Counter()
-        let handle = store.dispatch(SlowSideEffect(seconds: 10, sawCancellation: sawCancellation))
+        let handle = store.dispatch(SlowSideEffect(seconds: 120, sawCancellation: sawCancellation))
         #expect(await eventually { store.sideEffectsRunning == 1 })
         handle.cancel()
-        let outcome = await within(seconds: 5) { try await handle.value }
+        let outcome = await within(seconds: 30) { try await handle.value }
         #expect(outcome.error is CancellationError, "\(outcome)")
         #expect(sawCancellation.value == 1, "the body saw Task.isCancelled")
     }
@@ -172,11 +174,11 @@ struct LoopUntilRejected: SideEffect {
             let store = makeStore()
             watcher.object = store
             handle = store.dispatch(LoopUntilRejected(ended: ended))
-            #expect(await eventually { store.state.counter >= 2 })
+            #expect(await eventually(seconds: 30) { store.state.counter >= 2 })
         }
-        #expect(await eventually(seconds: 5) { watcher.object == nil }, "a running side effect kept the store alive")
+        #expect(await eventually(seconds: 30) { watcher.object == nil }, "a running side effect kept the store alive")
         let running = try #require(handle)
-        let outcome = await within(seconds: 5) { try await running.value }
+        let outcome = await within(seconds: 30) { try await running.value }
         #expect(outcome.finished, "the side effect's handle never resolved after the store went away")
         #expect(outcome.error is CancellationError || (outcome.error as? KatanaError) == .storeReleased, "\(outcome)")
     }

@@ -1,0 +1,138 @@
+import KatanaTrace
+import Synchronization
+
+/// The side effects of one store that are running now: their count (the trace's `parallelism`) and their handles,
+/// so that releasing the store can cancel them. Side-effect tasks hold this, never the store itself: a running side
+/// effect must not keep its store alive.
+@usableFromInline
+final class SideEffectRegistry: @unchecked Sendable {
+    // `running` and `closed` are guarded by `lock`; `tracer` is immutable.
+    @usableFromInline let lock = Lock()
+    @usableFromInline var running: [ObjectIdentifier: HandleCell] = [:]
+    /// Set when the store is released: nothing more starts.
+    @usableFromInline var closed = false
+    @usableFromInline let tracer: any TraceBackend
+    /// `running.count`, readable without the lock (for traces' `parallelism` and `sideEffectsRunning`).
+    @usableFromInline let inFlight = Atomic<Int>(0)
+
+    init(tracer: any TraceBackend) { self.tracer = tracer }
+
+    @inlinable var count: Int { inFlight.load(ordering: .relaxed) }
+
+    /// Counts a side effect in; returns the number running with it, or nil once the store is gone.
+    @inlinable
+    func enter(_ cell: HandleCell) -> Int? {
+        lock.lock()
+        defer { lock.unlock() }
+        if closed { return nil }
+        running[ObjectIdentifier(cell)] = cell
+        inFlight.store(running.count, ordering: .relaxed)
+        return running.count
+    }
+
+    @inlinable
+    func leave(_ cell: HandleCell) {
+        lock.lock()
+        running[ObjectIdentifier(cell)] = nil
+        inFlight.store(running.count, ordering: .relaxed)
+        lock.unlock()
+    }
+
+    /// The store went away: cancel every running side effect and refuse new ones.
+    func close() {
+        lock.lock()
+        closed = true
+        let cells = Array(running.values)
+        lock.unlock()
+        for cell in cells { cell.cancel() }
+    }
+}
+
+/// A weak reference to a store that side-effect tasks can hold.
+@usableFromInline
+final class WeakStore<S: State>: @unchecked Sendable {
+    // `store` is written once, in the store's init before the store is shared, and read-only afterwards (a weak
+    // load is atomic with respect to the object's deinit).
+    @usableFromInline weak var store: PartialStore<S>?
+    init() {}
+}
+
+/// What a side effect's task does after the interceptors ran.
+@usableFromInline
+enum SideEffectStep: Sendable {
+    /// Run this body with this context.
+    case body(any AnySideEffect, AnySideEffectContext)
+    /// Nothing to run: end with this outcome and resolve the handle with this (nil: an updater the interceptor put
+    /// in its place resolves it when applied).
+    case done(DispatchOutcome, HandleCell.Outcome?)
+}
+
+extension PartialStore {
+    /// Starts a side effect on Swift's global concurrent executor. The task holds the registry and a weak reference to
+    /// the store: releasing the store cancels the task and rejects what it dispatches with `storeReleased`.
+    @inlinable
+    final func start(_ item: SideEffectItem) {
+        let registry = sideEffects
+        let weakSelf = weakStore
+        let task = Task { await PartialStore.run(item, registry: registry, store: weakSelf) }
+        item.cell.attach(task)
+    }
+
+    @usableFromInline
+    static func run(_ item: SideEffectItem, registry: SideEffectRegistry, store: WeakStore<S>) async {
+        let cell = item.cell
+        guard cell.claim() else {
+            // Cancelled before it started: the handle already says so.
+            if item.id != 0 {
+                registry.tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!,
+                                                             lane: .sideEffectPool, outcome: .cancelled))
+            }
+            return
+        }
+        guard let parallelism = registry.enter(cell) else {
+            cell.resolve(.failure(KatanaError.storeReleased))
+            return
+        }
+        let tracer = registry.tracer
+        if item.id != 0 {
+            tracer.dispatchBegin(DispatchBeginEvent(
+                id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
+                parallelism: UInt32(clamping: parallelism)))
+        }
+        var (outcome, resolution) = await execute(item, store: store)
+        if cell.isCancelled {
+            outcome = .cancelled
+            if resolution != nil { resolution = .failure(CancellationError()) }
+        }
+        // Leave the running set and end the trace interval before resolving the handle, so whoever awaited it never
+        // sees this side effect still counted as running.
+        registry.leave(cell)
+        if item.id != 0 {
+            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool, outcome: outcome))
+        }
+        if let resolution { cell.resolve(resolution) }
+    }
+
+    /// Runs the interceptors (holding the store only while they run), then the body (holding it not at all).
+    @usableFromInline
+    static func execute(_ item: SideEffectItem, store: WeakStore<S>) async -> (DispatchOutcome, HandleCell.Outcome?) {
+        switch prepare(item, store: store) {
+        case let .done(outcome, resolution):
+            return (outcome, resolution)
+        case let .body(sideEffect, context):
+            do {
+                let value = try await sideEffect.anySideEffect(context)
+                return (.ok, .success(value))
+            } catch {
+                return (.error, .failure(error))
+            }
+        }
+    }
+
+    /// The synchronous part: the store is retained only inside this call.
+    @usableFromInline
+    static func prepare(_ item: SideEffectItem, store weakStore: WeakStore<S>) -> SideEffectStep {
+        guard let store = weakStore.store else { return .done(.error, .failure(KatanaError.storeReleased)) }
+        return store.intercept(item)
+    }
+}
