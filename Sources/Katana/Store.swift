@@ -62,7 +62,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
 
-    @usableFromInline @exclusivity(unchecked) final var pending: [LaneItem] = []  // laneLock
+    @usableFromInline @exclusivity(unchecked) final var pending = LaneQueue()  // laneLock
     @usableFromInline @exclusivity(unchecked) final var laneBusy = false  // laneLock
     @usableFromInline @exclusivity(unchecked) final var held: [HeldItem]? = []  // laneLock; nil once ready
     @usableFromInline @exclusivity(unchecked) final var isHeld = true  // laneLock; held != nil
@@ -382,21 +382,22 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         combine()
     }
 
-    /// Applies pending items in batches on this thread, within the combining budget. If work is left when the
-    /// budget runs out, the lane is released with it still pending: the next dispatching thread takes the lane
-    /// and continues (so under contention producers take turns, with no thread hop), and a kick on the updater
-    /// queue guarantees progress if no dispatch comes.
+    /// Applies pending items on this thread, within the combining budget, then gives the lane up. The budget counts
+    /// items, not batches: at most `combiningItemBudget` of them, taken in chunks of 1, 2, 4, … with the clock read
+    /// after each chunk, so one slow item (or slow inline listener) ends the turn at once. If work is left, the lane
+    /// is released with it still pending: the next dispatching thread takes the lane and continues (under contention
+    /// producers take turns, with no thread hop), and a kick on the updater queue guarantees progress if no dispatch
+    /// comes. So one `dispatch` call never applies more than the budget of other threads' items.
     @inlinable
     final func combine() {
-        var applied = 0
+        var left = Self.combiningItemBudget
+        var chunk = 1
         let start = DispatchTime.now().uptimeNanoseconds
-        while true {
-            guard let count = drainBatch(lane: .updaterInline) else { return }
-            applied += count
-            if applied >= Self.combiningItemBudget
-                || DispatchTime.now().uptimeNanoseconds &- start > Self.combiningTimeBudgetNanoseconds {
-                break
-            }
+        while left > 0 {
+            guard let count = drainBatch(lane: .updaterInline, limit: Swift.min(chunk, left)) else { return }
+            left -= count
+            if DispatchTime.now().uptimeNanoseconds &- start > Self.combiningTimeBudgetNanoseconds { break }
+            chunk &*= 2
         }
         laneLock.lock()
         laneBusy = false
@@ -421,20 +422,20 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     /// Runs on the updater queue while it holds the lane: applies everything pending, batch by batch.
     @inlinable
     final func drainQueue() {
-        while drainBatch(lane: .updaterQueue) != nil {}
+        while drainBatch(lane: .updaterQueue, limit: .max) != nil {}
     }
 
-    /// Applies everything pending as one batch and returns how many items that was; when nothing is pending,
-    /// gives the lane up and returns nil. Called only by the lane holder.
+    /// Applies up to `limit` pending items as one batch and returns how many items that was; when nothing is
+    /// pending, gives the lane up and returns nil. Called only by the lane holder.
     @inlinable
-    final func drainBatch(lane: DispatchLane) -> Int? {
+    final func drainBatch(lane: DispatchLane, limit: Int) -> Int? {
         laneLock.lock()
         if pending.isEmpty {
             laneBusy = false
             laneLock.unlock()
             return nil
         }
-        swap(&pending, &drainBuffer)
+        pending.take(upTo: limit, into: &drainBuffer)
         let listeners = self.listeners
         laneLock.unlock()
 
