@@ -6,13 +6,30 @@ struct LaneQueue {
     @usableFromInline var items: [LaneItem] = []
     /// Items before `head` were taken already.
     @usableFromInline var head = 0
+    /// How many queued items each producer slot has (a producer is a thread, hashed to one of 64 slots): the flood
+    /// policy makes only producers that already have items queued wait.
+    @usableFromInline var queuedBySlot = [UInt32](repeating: 0, count: LaneQueue.slotCount)
+
+    @usableFromInline static let slotCount = 64
+    /// Items that count against no producer (re-enqueued ones).
+    @usableFromInline static let noSlot: UInt8 = .max
 
     @inlinable init() {}
+
+    /// This thread's producer slot.
+    @inlinable static var currentSlot: UInt8 {
+        UInt8(truncatingIfNeeded: (currentThreadID &* 0x9E37_79B9_7F4A_7C15) >> 58)
+    }
+
+    @inlinable func hasQueued(slot: UInt8) -> Bool { slot != Self.noSlot && queuedBySlot[Int(slot)] > 0 }
 
     @inlinable var count: Int { items.count &- head }
     @inlinable var isEmpty: Bool { head == items.count }
 
-    @inlinable mutating func append(_ item: LaneItem) { items.append(item) }
+    @inlinable mutating func append(_ item: LaneItem) {
+        if item.slot != Self.noSlot { queuedBySlot[Int(item.slot)] &+= 1 }
+        items.append(item)
+    }
 
     /// Moves up to `limit` of the oldest items into `buffer`, which must be empty.
     @inlinable
@@ -20,9 +37,13 @@ struct LaneQueue {
         let available = count
         if head == 0, limit >= available {
             swap(&items, &buffer)  // the common case: everything, with no copying
+            for slot in 0..<Self.slotCount { queuedBySlot[slot] = 0 }
             return
         }
         let taken = Swift.min(limit, available)
+        for index in head..<(head &+ taken) where items[index].slot != Self.noSlot {
+            queuedBySlot[Int(items[index].slot)] &-= 1
+        }
         buffer.append(contentsOf: items[head..<(head &+ taken)])
         head &+= taken
         if head == items.count {

@@ -1,10 +1,10 @@
 import Glibc
 
-/// A `pthread_mutex_t` lock. Used instead of `Synchronization.Mutex` because ThreadSanitizer on Linux does not
-/// see `Mutex`'s lock and reports false races (see STYLE.md); with this lock a TSan report is always real.
 /// This thread's identity, for "does this thread hold it?" checks.
 @inlinable var currentThreadID: UInt { UInt(pthread_self()) }
 
+/// A `pthread_mutex_t` lock. Used instead of `Synchronization.Mutex` because ThreadSanitizer on Linux does not
+/// see `Mutex`'s lock and reports false races (see STYLE.md); with this lock a TSan report is always real.
 @usableFromInline
 final class Lock: @unchecked Sendable {
     // The mutex lives at a stable heap address for the life of the object, as pthreads requires.
@@ -33,6 +33,43 @@ final class Lock: @unchecked Sendable {
     @inlinable func unlock() { pthread_mutex_unlock(mutex) }
     /// Takes the lock if it is free; `false` if another thread (or this one) holds it.
     @inlinable func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
+
+    /// A condition variable bound to this lock: wait with the lock held.
+    @usableFromInline
+    final class Condition: @unchecked Sendable {
+        // pthread_cond_t at a stable heap address; used only with its lock's mutex held.
+        @usableFromInline let cond: UnsafeMutablePointer<pthread_cond_t>
+        @usableFromInline let lock: Lock
+
+        @usableFromInline init(_ lock: Lock) {
+            self.lock = lock
+            cond = .allocate(capacity: 1)
+            cond.initialize(to: pthread_cond_t())
+            var attributes = pthread_condattr_t()
+            pthread_condattr_init(&attributes)
+            pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)  // timed waits immune to wall-clock changes
+            let rc = pthread_cond_init(cond, &attributes)
+            pthread_condattr_destroy(&attributes)
+            precondition(rc == 0, "pthread_cond_init failed: \(rc)")
+        }
+
+        deinit {
+            pthread_cond_destroy(cond)
+            cond.deallocate()
+        }
+
+        /// Releases the lock, sleeps until `broadcast` or until `nanoseconds` have passed, takes the lock again.
+        /// Returns `false` if the time ran out (spurious wake-ups happen: callers loop on their condition).
+        @usableFromInline func wait(nanoseconds: UInt64) -> Bool {
+            var deadline = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &deadline)
+            let total = UInt64(deadline.tv_nsec) &+ nanoseconds % 1_000_000_000
+            deadline.tv_sec &+= Int(nanoseconds / 1_000_000_000) &+ Int(total / 1_000_000_000)
+            deadline.tv_nsec = Int(total % 1_000_000_000)
+            return pthread_cond_timedwait(cond, lock.mutex, &deadline) != ETIMEDOUT
+        }
+        @usableFromInline func broadcast() { pthread_cond_broadcast(cond) }
+    }
 
     @inlinable
     func withLock<T>(_ body: () throws -> T) rethrows -> T {

@@ -64,6 +64,19 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     @usableFromInline @exclusivity(unchecked) final var pending = LaneQueue()  // laneLock
     @usableFromInline @exclusivity(unchecked) final var laneBusy = false  // laneLock
+    /// The thread that set `laneBusy` (meaningful only while it is set).
+    @usableFromInline @exclusivity(unchecked) final var laneOwner: UInt = 0  // laneLock
+    /// Producers waiting for room in a full lane (the flood policy), and what they wait on.
+    @usableFromInline @exclusivity(unchecked) final var roomWaiters = 0  // laneLock
+    /// Counts batches taken from the lane: how a waiting producer tells a busy lane from a stalled one.
+    @usableFromInline @exclusivity(unchecked) final var laneProgress: UInt64 = 0  // laneLock
+    /// `laneProgress` when a producer last waited `backPressureStallNanoseconds` for room and saw no batch taken:
+    /// until the lane moves again, nobody waits (a lane stuck behind a slow updater, or behind an updater that
+    /// waits for a producer, must not hold producers, let alone deadlock them).
+    @usableFromInline @exclusivity(unchecked) final var stalledAtProgress: UInt64 = .max  // laneLock
+    @usableFromInline final let room: Lock.Condition
+    /// `configuration.backlogLimit`, or `Int.max` for none.
+    @usableFromInline final let backlogLimit: Int
     @usableFromInline @exclusivity(unchecked) final var held: [HeldItem]? = []  // laneLock; nil once ready
     @usableFromInline @exclusivity(unchecked) final var isHeld = true  // laneLock; held != nil
     @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []  // laneLock
@@ -85,6 +98,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
         self.listenersAreInline = configuration.listenerExecutor.isInline
         self.sideEffects = SideEffectRegistry(tracer: tracer)
+        self.room = Lock.Condition(laneLock)
+        self.backlogLimit = configuration.backlogLimit.map { Swift.max($0, 1) } ?? .max
         weakStore.store = self
     }
 
@@ -264,14 +279,26 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             if isHeld {
                 if id != 0 { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
                 held?.append(.updater(item))
-            } else {
+                laneLock.unlock()
+                return DispatchHandle(cell)
+            }
+            item.slot = LaneQueue.currentSlot
+            if pending.count >= backlogLimit { waitForRoom(slot: item.slot) }
+            if laneBusy {
                 if id != 0 { traceEnqueue(item, lane: .updaterQueue, depth: pending.count) }
                 pending.append(item)
+                laneLock.unlock()
+            } else {
+                // The lane was given up while this thread waited for room: take it and help.
+                takeLane()
+                if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: pending.count) }
+                pending.append(item)
+                laneLock.unlock()
+                combine()
             }
-            laneLock.unlock()
             return DispatchHandle(cell)
         }
-        laneBusy = true
+        takeLane()
         if !pending.isEmpty {
             // The previous holder ran out of combining budget and left work behind: queue behind it and drain.
             let cell = HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
@@ -347,13 +374,13 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             if laneBusy {
                 laneLock.unlock()
             } else {
-                laneBusy = true
+                takeLane()
                 laneLock.unlock()
                 combine()
             }
             return
         }
-        laneBusy = true
+        takeLane()
         let listeners = self.listeners
         if traced { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
@@ -368,6 +395,43 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     /// `dispatch` stays short.
     @usableFromInline static var combiningItemBudget: Int { 256 }
     @usableFromInline static var combiningTimeBudgetNanoseconds: UInt64 { 20_000 }
+
+    /// Marks the lane as held by this thread. Caller holds `laneLock`, and found the lane idle.
+    @inlinable
+    final func takeLane() {
+        assert(!laneBusy, "the lane was taken twice")
+        laneBusy = true
+        laneOwner = currentThreadID
+    }
+
+    /// How long a producer waits for room with no batch taken from the lane before the lane counts as stalled.
+    @usableFromInline static var backPressureStallNanoseconds: UInt64 { 100_000_000 }
+
+    /// The flood policy: the lane is full, so a producer that already has items queued waits (on `room`, with
+    /// `laneLock` held) until the backlog has drained to half the limit, or the lane is given up. Never the lane's
+    /// holder (an updater, listener or interceptor dispatching: it would wait for itself), never a producer with
+    /// nothing queued — so an occasional dispatcher, or a side effect awaiting its updaters one at a time, does not
+    /// wait, and what it dispatches is applied after at most `backlogLimit` + (number of producers) items — and
+    /// never while the lane is stalled: when no batch is taken for `backPressureStallNanoseconds` (one slow
+    /// updater or listener, or one waiting on this very producer), producers stop waiting until it moves again.
+    @usableFromInline
+    final func waitForRoom(slot: UInt8) {
+        while pending.count >= backlogLimit, laneBusy, laneOwner != currentThreadID, pending.hasQueued(slot: slot),
+              stalledAtProgress != laneProgress {
+            let seen = laneProgress
+            roomWaiters += 1
+            let woken = room.wait(nanoseconds: Self.backPressureStallNanoseconds)
+            roomWaiters -= 1
+            if !woken, laneProgress == seen { stalledAtProgress = seen }
+        }
+    }
+
+    /// Wakes producers waiting for room once the backlog is at most half the limit, or the lane was given up.
+    /// Caller holds `laneLock`.
+    @inlinable
+    final func wakeProducersIfRoom() {
+        if roomWaiters > 0, !laneBusy || pending.count <= backlogLimit / 2 { room.broadcast() }
+    }
 
     /// Gives the lane up; items that arrived meanwhile are applied first (see `combine`).
     @inlinable
@@ -402,6 +466,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         laneLock.lock()
         laneBusy = false
         let leftover = !pending.isEmpty
+        wakeProducersIfRoom()
         laneLock.unlock()
         if leftover { updaterQueue.async { self.kick() } }
     }
@@ -414,7 +479,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             laneLock.unlock()
             return
         }
-        laneBusy = true
+        takeLane()
         laneLock.unlock()
         drainQueue()
     }
@@ -436,6 +501,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             return nil
         }
         pending.take(upTo: limit, into: &drainBuffer)
+        laneProgress &+= 1
+        wakeProducersIfRoom()
         let listeners = self.listeners
         laneLock.unlock()
 
@@ -758,6 +825,8 @@ struct LaneItem {
     @usableFromInline var parentID: UInt64
     @usableFromInline var name: TraceName?
     @usableFromInline var bypass: Bool
+    /// The producer slot it counts against in the lane (`LaneQueue.noSlot`: none).
+    @usableFromInline var slot: UInt8 = LaneQueue.noSlot
 
     @inlinable
     init(updater: any AnyStateUpdater, cell: HandleCell?, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {

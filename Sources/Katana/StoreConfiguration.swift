@@ -51,14 +51,24 @@ public struct StoreConfiguration: Sendable {
     /// Where this store's trace events go; `nil` (the default) means `KatanaTracing.backend` at creation time,
     /// which is LTTng on builds with the `LTTng` trait.
     public var traceBackend: (any TraceBackend)?
+    /// The flood policy: how many updaters may wait in the lane before producers that already have updaters waiting
+    /// there are made to wait (back-pressure) until it has drained to half. `nil`: no limit (`dispatch` never
+    /// waits, and under a flood the backlog, and the wait of every awaited updater behind it, grows without bound).
+    /// The lane stays one FIFO either way: order is never traded for priority. See the README's threading contract.
+    public var backlogLimit: Int?
+
+    /// The default ``backlogLimit``: at ~100 ns per updater, an awaited updater waits at most ~0.1 ms behind a flood.
+    public static let defaultBacklogLimit = 1024
 
     public init(
         stateInitializerExecutor: StoreExecutor = .inline,
         listenerExecutor: StoreExecutor = .inline,
-        traceBackend: (any TraceBackend)? = nil
+        traceBackend: (any TraceBackend)? = nil,
+        backlogLimit: Int? = StoreConfiguration.defaultBacklogLimit
     ) {
         self.stateInitializerExecutor = stateInitializerExecutor
         self.listenerExecutor = listenerExecutor
         self.traceBackend = traceBackend
+        self.backlogLimit = backlogLimit
     }
 }

@@ -63,3 +63,78 @@ struct CountingIncrement: StateUpdater {
         #expect(await eventually(seconds: 60) { store.state.counter == 1_000 })
     }
 }
+
+/// A side effect that dispatches `rounds` updaters, awaiting each: what starved behind a flood.
+struct AwaitEach: SideEffect {
+    let rounds: Int
+    func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
+        for _ in 0..<rounds { try await context.dispatch(Increment()).value }
+    }
+}
+
+@Suite struct FloodPolicyTests {
+    /// 4 threads fire-and-forget as fast as they can while a side effect awaits its updaters one at a time; returns
+    /// the deepest backlog any of the side effect's updaters found at enqueue, and the deepest overall.
+    func flood(limit: Int?) async throws -> (awaited: UInt32, overall: UInt32, counter: Int) {
+        let backend = InMemoryTraceBackend()
+        let store = makeStore(configuration: .init(traceBackend: backend, backlogLimit: limit))
+        let flooders = 4, perFlooder = 25_000, rounds = 200
+        let floodersDone = DispatchSemaphore(value: 0)
+        for _ in 0..<flooders {
+            Thread {
+                for _ in 0..<perFlooder { store.dispatch(Increment()) }
+                floodersDone.signal()
+            }.start()
+        }
+        let awaited = store.dispatch(AwaitEach(rounds: rounds))
+        try await awaited.value
+        await onThread { for _ in 0..<flooders { floodersDone.wait() } }
+        try await store.dispatch(Increment()).value
+        let counter = store.state.counter
+        var sideEffectID: UInt64 = 0
+        var deepestAwaited: UInt32 = 0, deepest: UInt32 = 0
+        for case let .enqueue(event) in backend.events {
+            if event.kind == .sideEffect { sideEffectID = event.id; continue }
+            deepest = max(deepest, event.queueDepth)
+            if event.parentID == sideEffectID, sideEffectID != 0 { deepestAwaited = max(deepestAwaited, event.queueDepth) }
+        }
+        return (deepestAwaited, deepest, counter)
+    }
+
+    @Test func aFloodCannotPushAnAwaitedUpdaterBehindMoreThanTheBacklogLimit() async throws {
+        let limit = 64
+        let result = try await flood(limit: limit)
+        #expect(result.counter == 4 * 25_000 + 200 + 1, "nothing lost")
+        // Each producer with items queued waits at the limit; at most one item per producer thread gets past it.
+        #expect(result.overall <= UInt32(limit + 8), "backlog reached \(result.overall) with a limit of \(limit)")
+        #expect(result.awaited <= UInt32(limit + 8), "an awaited updater found \(result.awaited) items ahead of it")
+    }
+
+    @Test func withoutALimitNothingHoldsProducersBack() async throws {
+        // Behind a held lane every dispatch queues; with no limit, none of them waits for room.
+        let backend = InMemoryTraceBackend()
+        let store = makeStore(configuration: .init(traceBackend: backend, backlogLimit: nil))
+        let hold = await LaneHold.start(store, appending: 0)
+        await onThread { for _ in 0..<10_000 { store.dispatch(Increment()) } }
+        let depths = backend.events.compactMap { event -> UInt32? in
+            if case let .enqueue(e) = event, e.name == TraceName.of(Increment.self) { return e.queueDepth }
+            return nil
+        }
+        #expect(depths.max() == 9_999)
+        await hold.release()
+        try await store.dispatch(Increment()).value
+        #expect(store.state.counter == 10_001)
+    }
+
+    @Test func aStalledLaneDoesNotHoldProducersForever() async throws {
+        // The lane's holder waits for something that comes only after the producer's last dispatch: with a limit of
+        // 8, the producer waits once for the stall timeout, then the lane counts as stalled and it carries on.
+        let store = makeStore(configuration: .init(backlogLimit: 8))
+        let hold = await LaneHold.start(store, appending: 0)
+        await onThread { for _ in 0..<1_000 { store.dispatch(Increment()) } }
+        await hold.release()
+        try await store.dispatch(Increment()).value
+        #expect(store.state.counter == 1_001)
+        #expect(store.state.log == [0])
+    }
+}
