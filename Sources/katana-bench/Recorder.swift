@@ -11,6 +11,7 @@ enum Metric: String, CaseIterable, Codable, Sendable {
     case sideEffectQueueWait = "side_effect.queue_wait"
     case sideEffectService = "side_effect.service"
     case sideEffectEndToEnd = "side_effect.end_to_end"
+    case dispatchCall = "dispatch.call"
 
     var label: String {
         switch self {
@@ -20,6 +21,7 @@ enum Metric: String, CaseIterable, Codable, Sendable {
         case .sideEffectQueueWait: "side effect queue wait (dispatch → body starts)"
         case .sideEffectService: "side effect service (body)"
         case .sideEffectEndToEnd: "side effect end-to-end (sent, or due in open loop → handle resolved)"
+        case .dispatchCall: "fire-and-forget dispatch call (producer side: call → return)"
         }
     }
 }
@@ -74,6 +76,7 @@ final class Recorders: @unchecked Sendable {
     deinit { pthread_key_delete(key) }
 
     func setRecording(_ on: Bool) { recording.set(on) }
+    var isRecording: Bool { recording.value }
 
     /// This thread's recorder (created on first use).
     @inline(__always)

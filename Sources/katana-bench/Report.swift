@@ -137,6 +137,10 @@ enum Report {
         lines.append("")
         lines.append(String(format: "throughput: %.0f top-level/s, %.0f updaters applied/s",
                             result.throughput["top_level_per_second"] ?? 0, result.throughput["updaters_applied_per_second"] ?? 0))
+        if let flood = result.throughput["flood_dispatches_per_second"] {
+            lines.append(String(format: "flood: %@ threads, %.0f fire-and-forget dispatches/s, backlog limit %@",
+                                p["flooders"] ?? "?", flood, p["backlog_limit"] ?? "?"))
+        }
         if result.parallelism.max > 0 {
             lines.append(String(format: "parallelism (side effects in flight at body start): mean %.2f, max %llu",
                                 result.parallelism.mean, result.parallelism.max))

@@ -15,13 +15,40 @@ struct Run: AsyncParsableCommand {
         """)
 
     enum Scenario: String, CaseIterable, ExpressibleByArgument, Codable {
-        case updaters, sideEffects = "side-effects", mixed
+        case updaters, sideEffects = "side-effects", mixed, flood
     }
 
-    @Option(name: .shortAndLong, help: "updaters | side-effects | mixed.")
+    /// `--backlog-limit`: the store's default, a number, or none.
+    enum BacklogLimit: ExpressibleByArgument, Equatable, CustomStringConvertible {
+        case storeDefault, none, items(Int)
+        init?(argument: String) {
+            switch argument {
+            case "default": self = .storeDefault
+            case "none": self = .none
+            default:
+                guard let n = Int(argument), n > 0 else { return nil }
+                self = .items(n)
+            }
+        }
+        var limit: Int? {
+            switch self {
+            case .storeDefault: StoreConfiguration.defaultBacklogLimit
+            case .none: nil
+            case let .items(n): n
+            }
+        }
+        var description: String { limit.map(String.init) ?? "none" }
+        static var defaultValueDescription: String { "default" }
+    }
+
+    @Option(name: .shortAndLong, help: "updaters | side-effects | mixed | flood.")
     var scenario: Scenario = .sideEffects
     @Option(help: "Producer tasks dispatching state updaters (updaters scenario).")
     var producers: Int = 2
+    @Option(help: "flood: threads that fire-and-forget updaters as fast as they can, timing each dispatch call, while --concurrency workers run awaiting side effects.")
+    var flooders: Int = 4
+    @Option(help: "The store's backlog limit (flood policy): a positive number, none, or default (\(StoreConfiguration.defaultBacklogLimit)).")
+    var backlogLimit: BacklogLimit = .storeDefault
     @Option(help: "Concurrent workers, each keeping one side effect in flight (side-effects, mixed).")
     var concurrency: Int = 8
     @Option(help: "Top-level dispatches to measure (split across producers/workers). Ignored with --duration.")
@@ -65,6 +92,7 @@ struct Run: AsyncParsableCommand {
         }
         try positive(producers, "--producers")
         try positive(concurrency, "--concurrency")
+        try positive(flooders, "--flooders")
         if let count { try positive(count, "--count") }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive (got \(duration))") }
         guard warmup >= 0 else { throw ValidationError("--warmup must not be negative (got \(warmup))") }
@@ -119,8 +147,11 @@ struct Run: AsyncParsableCommand {
         let payload = self.payload
         let store = BenchStore(interceptors: scenario == .mixed ? mixedInterceptors() : [],
                                stateInitializer: { BenchState(payloadBytes: payload) },
-                               configuration: .init(traceBackend: backend))
+                               configuration: .init(traceBackend: backend, backlogLimit: backlogLimit.limit))
         for _ in 0..<listeners { store.addListener { _, new in blackHole(new.counter) } }
+        // flood: the flooding threads run from warm-up to the end of the measured phase.
+        let flood = scenario == .flood ? Flooders(count: flooders, store: store, run: run) : nil
+        flood?.start()
 
         let workers = scenario == .updaters ? producers : concurrency
         let measureSeconds = count == nil ? (duration ?? 5) : nil
@@ -137,7 +168,8 @@ struct Run: AsyncParsableCommand {
         let started = nowNanoseconds()
         let completed = try await drive(store: store, run: run, workers: workers,
                                         until: measureSeconds.map { .seconds($0) } ?? .count(count!), progress: progress)
-        // Wait for fire-and-forget work (mixed) so every sample is in before merging.
+        let flooded = flood?.stop() ?? 0
+        // Wait for fire-and-forget work (mixed, flood) so every sample is in before merging.
         try await store.dispatch(Increment()).value
         while store.sideEffectsRunning > 0 { try await Task.sleep(nanoseconds: 1_000_000) }
         let elapsed = Double(nowNanoseconds() - started) / 1e9
@@ -155,7 +187,7 @@ struct Run: AsyncParsableCommand {
             throughput: [
                 "top_level_per_second": Double(completed) / elapsed,
                 "updaters_applied_per_second": Double(updatersApplied) / elapsed,
-            ],
+            ].merging(flood == nil ? [:] : ["flood_dispatches_per_second": Double(flooded) / elapsed]) { a, _ in a },
             parallelism: .init(mean: merged.parallelismMean, max: merged.parallelismMax),
             harness: .init(sampleCostNanoseconds: Report.measureSampleCost()),
             metrics: merged.histograms.reduce(into: [:]) { $0[$1.key.rawValue] = MetricSummary($1.value) }
@@ -193,7 +225,7 @@ struct Run: AsyncParsableCommand {
                         case .updaters:
                             try await store.dispatch(TimedUpdate(dispatchedAt: nowNanoseconds(), run: run)).value
                             run.recorders.record(.updaterEndToEnd, nowNanoseconds() &- intended)
-                        case .sideEffects:
+                        case .sideEffects, .flood:
                             try await store.dispatch(TimedSideEffect(dispatchedAt: nowNanoseconds(), run: run)).value
                             run.recorders.record(.sideEffectEndToEnd, nowNanoseconds() &- intended)
                         case .mixed:
@@ -218,7 +250,9 @@ struct Run: AsyncParsableCommand {
             "updaters_per_side_effect": "\(updatersPerSideEffect)", "spin_us": "\(spinUs)", "sleep_us": "\(sleepUs)",
             "updater_spin_us": "\(updaterSpinUs)", "listeners": "\(listeners)", "payload_bytes": "\(payload)",
             "loop": rate == nil ? "closed" : "open", "trace_backend": traceBackend.rawValue,
+            "backlog_limit": backlogLimit.description,
         ]
+        if scenario == .flood { p["flooders"] = "\(flooders)" }
         if let rate { p["rate_per_s"] = "\(rate)" }
         if let count { p["count"] = "\(count)" } else { p["duration_s"] = "\(duration ?? 5)" }
         if let stallEvery { p["stall_every_s"] = "\(stallEvery)"; p["stall_ms"] = "\(stallMs)" }
@@ -234,6 +268,53 @@ func waitUntil(_ deadline: UInt64) async throws {
         if now >= deadline { return }
         let left = deadline - now
         if left > 200_000 { try await Task.sleep(nanoseconds: left - 100_000) } else { await Task.yield() }
+    }
+}
+
+/// The `flood` scenario's producers: threads of their own (as a server's I/O threads would be) that dispatch
+/// fire-and-forget updaters as fast as they can and time each `dispatch` call — the producer-side latency that the
+/// lane's combining budget and the flood policy bound. Measured items are counted from the moment recording is on.
+final class Flooders: @unchecked Sendable {
+    // `threads` is touched only by start/stop, on the run's task.
+    private let count: Int
+    private let store: BenchStore
+    private let run: RunContext
+    private let stopping = AtomicFlag()
+    private let measured = AtomicCounter()
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(count: Int, store: BenchStore, run: RunContext) {
+        self.count = count
+        self.store = store
+        self.run = run
+    }
+
+    func start() {
+        for index in 0..<count {
+            let thread = Thread { [self] in
+                var local = 0
+                while !stopping.value {
+                    let start = nowNanoseconds()
+                    store.dispatch(TimedUpdate(dispatchedAt: start, run: run))
+                    let took = nowNanoseconds() &- start
+                    if run.recorders.isRecording {
+                        run.recorders.record(.dispatchCall, took)
+                        local &+= 1
+                    }
+                }
+                measured.add(local)
+                finished.signal()
+            }
+            thread.name = "katana-bench flooder \(index)"
+            thread.start()
+        }
+    }
+
+    /// Stops the threads, waits for them, and returns how many dispatches they made while recording was on.
+    func stop() -> Int {
+        stopping.set(true)
+        for _ in 0..<count { finished.wait() }
+        return measured.value
     }
 }
 

@@ -35,6 +35,8 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         ["--count", "0"], ["--count", "-5"], ["--duration", "0"], ["--rate", "-1"], ["--producers", "0"],
         ["--concurrency", "0"], ["--warmup", "-1"], ["--listeners", "-1"], ["--payload", "-3"], ["--spin-us", "-1"],
         ["-s", "nope"], ["--json", "/nonexistent-dir/x.json"], ["--plot", "/nonexistent-dir/x.svg"], ["--bogus-flag"],
+        ["--flooders", "0"], ["--backlog-limit", "0"], ["--backlog-limit", "-4"], ["--backlog-limit", "lots"],
+        ["--backlog-limit", "99999999999999999999999"],
     ])
     func badRunArgumentsFailWithAMessage(_ arguments: [String]) throws {
         let outcome = try bench(["run"] + arguments)
@@ -165,6 +167,28 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(openP99 > 20_000_000, "open loop p99 \(openP99) ns should show the 100 ms stalls")
         #expect(closedP99 < 20_000_000, "closed loop p99 \(closedP99) ns (coordinated omission hides the stalls)")
         #expect(openResult.parameters["loop"] == "open")
+    }
+}
+
+/// The flood scenario: flooding threads time every dispatch call while awaiting side effects run; the store gets
+/// the backlog limit asked for.
+@Suite struct FloodScenarioTests {
+    @Test func floodReportsDispatchCallDurationsAndItsParameters() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let json = directory.appendingPathComponent("flood.json").path
+        let outcome = try bench(["run", "-s", "flood", "--count", "40", "--concurrency", "2", "--flooders", "2",
+                                 "--backlog-limit", "64", "--warmup", "0", "--trace-backend", "none", "--json", json])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        #expect(outcome.out.contains("dispatch.call"))
+        #expect(outcome.out.contains("flood: 2 threads"))
+        #expect(outcome.out.contains("backlog limit 64"))
+        let result = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: json)))
+        #expect(result.parameters["flooders"] == "2")
+        #expect(result.parameters["backlog_limit"] == "64")
+        #expect(result.metrics["side_effect.end_to_end"]?.count == 40)
+        #expect((result.metrics["dispatch.call"]?.count ?? 0) > 0)
+        #expect((result.throughput["flood_dispatches_per_second"] ?? 0) > 0)
     }
 }
 
