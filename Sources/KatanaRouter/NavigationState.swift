@@ -70,6 +70,8 @@ public enum NavigationError: Error, Sendable, Equatable, CustomStringConvertible
     /// The request needs a destination but the navigation tree is empty.
     case emptyNavigation
     case invalidActiveChild(index: Int, childCount: Int)
+    /// The tree would be deeper than ``NavigationState/maximumDepth`` levels.
+    case tooDeep(limit: Int)
 
     public var description: String {
         switch self {
@@ -79,6 +81,7 @@ public enum NavigationError: Error, Sendable, Equatable, CustomStringConvertible
         case .cannotRemoveRoot: "cannot remove the root destination: dispatch SetRootDestination to replace or clear it"
         case .emptyNavigation: "the navigation tree is empty: dispatch SetRootDestination or AddNewDestination first"
         case let .invalidActiveChild(index, count): "active child \(index) is not among the \(count) children"
+        case let .tooDeep(limit): "the navigation tree would be more than \(limit) levels deep (NavigationState.maximumDepth)"
         }
     }
 }
@@ -86,20 +89,48 @@ public enum NavigationError: Error, Sendable, Equatable, CustomStringConvertible
 /// A destination and the destinations under it, with at most one of them active (the one on the active route).
 /// A value: changing a copy never changes the original (the child arrays are copy-on-write, so a change copies
 /// only the path from the root to what changed).
+///
+/// A tree of any depth can be built, compared and dropped on any thread: comparison and release walk it with a
+/// work list, not recursion (a 100,000-deep chain of nested arrays would otherwise overflow the stack as it is
+/// freed). A navigation state accepts trees up to ``NavigationState/maximumDepth`` levels deep.
 public struct NavigationNode: Sendable, Equatable {
     public internal(set) var destination: Destination
-    public internal(set) var children: [NavigationNode]
+    var storage: ChildrenStorage
     public internal(set) var activeChildIndex: Int?
 
     /// A node with `children`; `activeChild` is the index of the active one (checked when the node enters a
-    /// navigation state).
+    /// navigation state, which refuses an index that is not among `children`).
     public init(_ destination: Destination, children: [NavigationNode] = [], activeChild: Int? = nil) {
         self.destination = destination
-        self.children = children
+        self.storage = children.isEmpty ? ChildrenStorage.empty : ChildrenStorage(children)
         self.activeChildIndex = activeChild
     }
 
-    public var activeChild: NavigationNode? { activeChildIndex.map { children[$0] } }
+    public internal(set) var children: [NavigationNode] {
+        get { storage.nodes }
+        _modify {
+            if !isKnownUniquelyReferenced(&storage) { storage = ChildrenStorage(storage.nodes) }
+            yield &storage.nodes
+        }
+    }
+
+    /// The active child; nil when there is none, or when `activeChildIndex` is not among the children (a node
+    /// built with a wrong index, before a navigation state refused it).
+    public var activeChild: NavigationNode? {
+        guard let index = activeChildIndex, storage.nodes.indices.contains(index) else { return nil }
+        return storage.nodes[index]
+    }
+
+    public static func == (lhs: NavigationNode, rhs: NavigationNode) -> Bool {
+        var pairs = [(lhs, rhs)]
+        while let (left, right) = pairs.popLast() {
+            guard left.destination == right.destination, left.activeChildIndex == right.activeChildIndex else { return false }
+            if left.storage === right.storage { continue }
+            guard left.storage.nodes.count == right.storage.nodes.count else { return false }
+            pairs.append(contentsOf: zip(left.storage.nodes, right.storage.nodes))
+        }
+        return true
+    }
 
     func visit(_ order: NavigationState.TraversalOrder, _ body: (NavigationNode) -> Void) {
         if order == .preOrder { body(self) }
@@ -124,6 +155,32 @@ public struct NavigationNode: Sendable, Equatable {
     }
 }
 
+/// A node's children, shared between copies of the node until one of them changes (copy-on-write). Freed without
+/// recursion: its deinit takes over the children of every node it alone holds, so dropping a deep tree uses a work
+/// list on the heap instead of one stack frame per level.
+final class ChildrenStorage: @unchecked Sendable {
+    // Mutated only through `NavigationNode.children`, after `isKnownUniquelyReferenced` said no other node shares
+    // it, or in deinit: the usual copy-on-write discipline, so no two threads ever touch one mutably.
+    var nodes: [NavigationNode]
+
+    /// Shared by every leaf: building one allocates nothing; changing one copies first.
+    static let empty = ChildrenStorage([])
+
+    init(_ nodes: [NavigationNode]) { self.nodes = nodes }
+
+    deinit {
+        guard !nodes.isEmpty else { return }
+        var worklist: [NavigationNode] = []
+        swap(&worklist, &nodes)
+        while var node = worklist.popLast() {
+            if isKnownUniquelyReferenced(&node.storage), !node.storage.nodes.isEmpty {
+                worklist.append(contentsOf: node.storage.nodes)
+                node.storage.nodes = []
+            }
+        }
+    }
+}
+
 /// The navigation part of an app's state: a tree of destinations whose active route (root → active child → …)
 /// is where the app is now. Change it only by dispatching navigation actions; a ``Router`` turns each change into
 /// calls on the app's ``Routable``s.
@@ -137,6 +194,11 @@ public struct NavigationState: Sendable, Equatable {
         if let root { try Self.validate(root) }
         self.root = root
     }
+
+    /// The deepest tree a navigation state accepts, in levels (the root is level 1). Deeper requests are refused
+    /// with ``NavigationError/tooDeep(limit:)``: the diff and the queries walk the tree recursively, and an app's
+    /// navigation is a few dozen levels deep, not thousands.
+    public static let maximumDepth = 1_000
 
     public enum TraversalOrder: Sendable { case preOrder, postOrder }
 
@@ -199,7 +261,7 @@ public struct NavigationState: Sendable, Equatable {
 
     /// Puts `destination` under the active leaf and makes it active (the root, when the tree is empty).
     public mutating func addToActiveRoute(_ destination: Destination) throws(NavigationError) {
-        try checkNew([NavigationNode(destination)])
+        try checkNew([NavigationNode(destination)], underDepth: activeRoute.count)
         guard var node = root else {
             root = NavigationNode(destination)
             return
@@ -248,7 +310,7 @@ public struct NavigationState: Sendable, Equatable {
         if let activeChild, !children.indices.contains(activeChild) {
             throw .invalidActiveChild(index: activeChild, childCount: children.count)
         }
-        try checkNew(children)
+        try checkNew(children, underDepth: path.count + 1)
         var parent = root[path: path[...]]
         let offset = parent.children.count
         parent.children += children
@@ -273,34 +335,41 @@ public struct NavigationState: Sendable, Equatable {
 
     // MARK: Validation
 
-    private func checkNew(_ nodes: [NavigationNode]) throws(NavigationError) {
+    /// Checks subtrees about to go under a node `depth` levels deep (0: they become the root).
+    private func checkNew(_ nodes: [NavigationNode], underDepth depth: Int) throws(NavigationError) {
         var instances = Set<UUID>()
         var users = Set<String>()
         root?.visit(.preOrder) {
             instances.insert($0.destination.instanceIdentifier)
             if let user = $0.destination.userIdentifier { users.insert(user) }
         }
-        for node in nodes { try Self.collect(node, &instances, &users) }
+        for node in nodes { try Self.collect(node, atDepth: depth + 1, &instances, &users) }
     }
 
     private static func validate(_ root: NavigationNode) throws(NavigationError) {
         var instances = Set<UUID>()
         var users = Set<String>()
-        try collect(root, &instances, &users)
+        try collect(root, atDepth: 1, &instances, &users)
     }
 
-    private static func collect(_ node: NavigationNode, _ instances: inout Set<UUID>,
+    /// Checks a subtree whose top is at level `depth`: identifiers unique, active children valid, depth within
+    /// the limit. A work list, not recursion, so a tree of any depth is refused, not a stack overflow.
+    private static func collect(_ top: NavigationNode, atDepth depth: Int, _ instances: inout Set<UUID>,
                                 _ users: inout Set<String>) throws(NavigationError) {
-        guard instances.insert(node.destination.instanceIdentifier).inserted else {
-            throw .duplicateInstanceIdentifier(node.destination.instanceIdentifier)
+        var worklist = [(top, depth)]
+        while let (node, depth) = worklist.popLast() {
+            guard depth <= maximumDepth else { throw .tooDeep(limit: maximumDepth) }
+            guard instances.insert(node.destination.instanceIdentifier).inserted else {
+                throw .duplicateInstanceIdentifier(node.destination.instanceIdentifier)
+            }
+            if let user = node.destination.userIdentifier, !users.insert(user).inserted {
+                throw .duplicateUserIdentifier(user)
+            }
+            if let active = node.activeChildIndex, !node.children.indices.contains(active) {
+                throw .invalidActiveChild(index: active, childCount: node.children.count)
+            }
+            for child in node.children.reversed() { worklist.append((child, depth + 1)) }
         }
-        if let user = node.destination.userIdentifier, !users.insert(user).inserted {
-            throw .duplicateUserIdentifier(user)
-        }
-        if let active = node.activeChildIndex, !node.children.indices.contains(active) {
-            throw .invalidActiveChild(index: active, childCount: node.children.count)
-        }
-        for child in node.children { try collect(child, &instances, &users) }
     }
 }
 

@@ -88,6 +88,10 @@ public final class Router<S: RoutableState>: Sendable {
     /// Stops following the store once the transitions already queued are done.
     public func stop() { queue.close() }
 
+    /// A router released without `stop()` stops: its store listener is removed, and the transitions already queued
+    /// still run.
+    deinit { queue.close() }
+
     /// Returns when every navigation change seen so far has been shown (for tests, CLIs and scripted flows).
     public func waitUntilIdle() async { await queue.waitUntilIdle() }
 }
