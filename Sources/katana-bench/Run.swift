@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Katana
 import KatanaTrace
+import Synchronization
 
 /// Stresses a Store with one scenario and reports latency histograms.
 struct Run: AsyncParsableCommand {
@@ -166,6 +167,9 @@ struct Run: AsyncParsableCommand {
         stalls?.start()
         let startCounter = store.state.counter
         let started = nowNanoseconds()
+        // Flooders stop when the measured time is up, not when the last worker's side effect gets through: without
+        // a backlog limit that could take far longer than the run (the backlog ahead of it keeps growing).
+        if let measureSeconds { flood?.stop(at: started &+ UInt64(measureSeconds * 1e9)) }
         let completed = try await drive(store: store, run: run, workers: workers,
                                         until: measureSeconds.map { .seconds($0) } ?? .count(count!), progress: progress)
         let flooded = flood?.stop() ?? 0
@@ -280,6 +284,7 @@ final class Flooders: @unchecked Sendable {
     private let store: BenchStore
     private let run: RunContext
     private let stopping = AtomicFlag()
+    private let deadline = Atomic<UInt64>(.max)
     private let measured = AtomicCounter()
     private let finished = DispatchSemaphore(value: 0)
 
@@ -295,6 +300,7 @@ final class Flooders: @unchecked Sendable {
                 var local = 0
                 while !stopping.value {
                     let start = nowNanoseconds()
+                    if start >= deadline.load(ordering: .relaxed) { break }
                     store.dispatch(TimedUpdate(dispatchedAt: start, run: run))
                     let took = nowNanoseconds() &- start
                     if run.recorders.isRecording {
@@ -309,6 +315,9 @@ final class Flooders: @unchecked Sendable {
             thread.start()
         }
     }
+
+    /// Makes the threads stop flooding at `time` (monotonic nanoseconds).
+    func stop(at time: UInt64) { deadline.store(time, ordering: .relaxed) }
 
     /// Stops the threads, waits for them, and returns how many dispatches they made while recording was on.
     func stop() -> Int {

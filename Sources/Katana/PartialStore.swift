@@ -1,0 +1,834 @@
+import Dispatch
+import KatanaTrace
+import Synchronization
+
+/// Unsubscribes a listener added with `addListener`. Calling it more than once is harmless.
+public typealias StoreUnsubscribe = @Sendable () -> Void
+
+/// A store seen without its dependency type: for code that reads state and dispatches but must not reach the
+/// dependencies (views, routers, reducers).
+public protocol AnyStore: AnyObject, Sendable {
+    /// The current state, erased.
+    var anyState: any State { get }
+    /// Whether the state initializer has run and interceptors are set up.
+    var isReady: Bool { get }
+    /// Dispatches any item (see `Store.dispatch`).
+    @discardableResult func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable>
+}
+
+/// What contexts and the interceptor chain need from a store, whatever its types.
+@usableFromInline
+protocol StoreInternals: AnyStore {
+    var anyDependencies: any SideEffectDependencyContainer { get }
+    func anyDispatch(_ item: any Dispatchable, parentID: UInt64) -> DispatchHandle<any Sendable>
+}
+
+/// The state machinery shared by every `Store<S, D>`: the updater lane, listeners, readiness, side-effect
+/// launch. Hand a `PartialStore<S>` to code that must not see the store's dependencies.
+///
+/// ## Threading contract
+/// - `dispatch` returns at once from any thread; it never waits for other dispatches' work.
+/// - State updaters are applied one at a time, in a single global order that respects each producer's dispatch
+///   order, even when an earlier one is slow. When the updater lane is idle, the dispatching thread applies its
+///   own updater before `dispatch` returns (so awaiting its handle does not suspend); when the lane is busy the
+///   updater is queued and applied in a batch by whichever thread holds the lane, or by the store's serial
+///   updater queue.
+/// - Listeners receive `(old, new)` for every applied updater, in order, on the configured listener executor,
+///   before the updater's handle resolves.
+/// - Side effects run concurrently with each other and with the lane, each in its own task on Swift's global
+///   concurrent executor.
+/// - Tracing: every dispatch emits `dispatch_enqueue`, `dispatch_begin` and `dispatch_end` to the store's
+///   trace backend (LTTng by default), sharing one id; items dispatched from a side effect carry its id as
+///   `parent_id`.
+public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
+    // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
+    // beside it, or owned by the lane holder — the one thread that set `laneBusy` under `laneLock`; ownership
+    // passes between threads only through `laneLock`, which orders the accesses. `chain` is written once, in
+    // `becomeReady`, before the store is marked ready under `laneLock`, and only read after that.
+
+    /// The identity stores report in traces (`store_ready`, `listeners_notified`).
+    public final let storeID: UInt64
+    /// The executors this store runs its own work on.
+    public final let configuration: StoreConfiguration
+
+    @usableFromInline final let tracer: any TraceBackend
+    @usableFromInline final let laneLock = Lock(adaptive: true)
+    @usableFromInline final let stateLock = Lock(adaptive: true)
+    /// Shared by every pending handle of this store.
+    @usableFromInline final let completionLock = Lock()
+    /// The thread applying updaters under `stateLock` right now (0: none). Written only by that thread while it holds
+    /// the lock; another thread can only ever read a value that is not its own id, so a stale read is harmless.
+    @usableFromInline final let applyingThread = Atomic<UInt>(0)
+
+    @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
+
+    @usableFromInline @exclusivity(unchecked) final var pending = LaneQueue()  // laneLock
+    @usableFromInline @exclusivity(unchecked) final var laneBusy = false  // laneLock
+    /// The thread that set `laneBusy` (meaningful only while it is set).
+    @usableFromInline @exclusivity(unchecked) final var laneOwner: UInt = 0  // laneLock
+    /// Producers waiting for room in a full lane (the flood policy), and what they wait on.
+    @usableFromInline @exclusivity(unchecked) final var roomWaiters = 0  // laneLock
+    /// Counts batches taken from the lane: how a waiting producer tells a busy lane from a stalled one.
+    @usableFromInline @exclusivity(unchecked) final var laneProgress: UInt64 = 0  // laneLock
+    /// `laneProgress` when a producer last waited `backPressureStallNanoseconds` for room and saw no batch taken:
+    /// until the lane moves again, nobody waits (a lane stuck behind a slow updater, or behind an updater that
+    /// waits for a producer, must not hold producers, let alone deadlock them).
+    @usableFromInline @exclusivity(unchecked) final var stalledAtProgress: UInt64 = .max  // laneLock
+    @usableFromInline final let room: Lock.Condition
+    /// `configuration.backlogLimit`, or `Int.max` for none.
+    @usableFromInline final let backlogLimit: Int
+    @usableFromInline @exclusivity(unchecked) final var held: [HeldItem]? = []  // laneLock; nil once ready
+    @usableFromInline @exclusivity(unchecked) final var isHeld = true  // laneLock; held != nil
+    @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []  // laneLock
+
+    @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var finished: [(HandleCell, (any Error)?)] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
+
+    @usableFromInline final let sideEffects: SideEffectRegistry
+    @usableFromInline final let weakStore = WeakStore<S>()
+    @usableFromInline final let updaterQueue: DispatchQueue
+    @usableFromInline final let listenersAreInline: Bool
+
+    init(configuration: StoreConfiguration) {
+        self.configuration = configuration
+        self.tracer = configuration.traceBackend ?? KatanaTracing.backend
+        self.storeID = KatanaTracing.nextID()
+        self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
+        self.listenersAreInline = configuration.listenerExecutor.isInline
+        self.sideEffects = SideEffectRegistry(tracer: tracer)
+        self.room = Lock.Condition(laneLock)
+        self.backlogLimit = configuration.backlogLimit.map { Swift.max($0, 1) } ?? .max
+        weakStore.store = self
+    }
+
+    deinit {
+        // Side effects still running are cancelled; items held before readiness are rejected (nothing else can be
+        // pending: whoever holds the lane, or the updater queue's kick, holds the store).
+        sideEffects.close()
+        for item in held ?? [] {
+            switch item {
+            case let .updater(updater): updater.cell?.resolve(.failure(KatanaError.storeReleased))
+            case let .sideEffect(sideEffect): sideEffect.cell.resolve(.failure(KatanaError.storeReleased))
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// The current state: reflects every updater whose handle has resolved. `S()` until the store is ready.
+    ///
+    /// Read from inside a state updater or reducer that this store is applying on the same thread (a misuse:
+    /// updaters get the state as their argument), it returns the state as it is at that moment — the state the
+    /// updater started from, plus whatever a `StateUpdater` already changed in place before the read — instead of
+    /// deadlocking on the state lock.
+    @inlinable
+    public final var state: S {
+        if stateLock.tryLock() {
+            defer { stateLock.unlock() }
+            return _state
+        }
+        if applyingThread.load(ordering: .relaxed) == currentThreadID {
+            // This thread is inside an updater of this store, holding the state lock.
+            return _state
+        }
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        return _state
+    }
+
+    /// Takes the state lock to apply updaters, noting which thread holds it (see `state`).
+    @inlinable
+    final func lockStateForApplying() {
+        stateLock.lock()
+        applyingThread.store(currentThreadID, ordering: .relaxed)
+    }
+
+    @inlinable
+    final func unlockStateAfterApplying() {
+        applyingThread.store(0, ordering: .relaxed)
+        stateLock.unlock()
+    }
+
+    public final var anyState: any State { state }
+
+    /// Whether the state initializer has run and the interceptors are initialised. Items dispatched before
+    /// that are held and run, in order, once it is.
+    public final var isReady: Bool { laneLock.withLock { !isHeld } }
+
+    @usableFromInline var anyDependencies: any SideEffectDependencyContainer {
+        fatalError("PartialStore is abstract; Store overrides anyDependencies")
+    }
+
+    /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).
+    public final var listenerCount: Int { laneLock.withLock { listeners.count } }
+
+    /// Side effects of this store running right now.
+    public final var sideEffectsRunning: Int { sideEffects.count }
+
+    // MARK: Listeners
+
+    /// Calls `listener` with `(oldState, newState)` for every applied state updater from now on, in order, on
+    /// the configured listener executor. Safe to call from any thread; the returned closure unsubscribes, after
+    /// which the listener is not called again.
+    @discardableResult
+    public final func addListener(_ listener: @escaping @Sendable (_ oldState: S, _ newState: S) -> Void) -> StoreUnsubscribe {
+        let box = ListenerBox(listener)
+        laneLock.withLock { listeners.append(box) }
+        return { [weak self] in
+            box.deactivate()
+            guard let self else { return }
+            self.laneLock.withLock { self.listeners.removeAll { $0 === box } }
+        }
+    }
+
+    // MARK: Dispatching
+
+    /// Dispatches a state updater. Returns at once; the handle resolves once the state is updated.
+    @inlinable @discardableResult
+    public final func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false)
+    }
+
+    /// Dispatches a state updater that may refuse: when it throws, the state is unchanged and the handle carries
+    /// its error.
+    @inlinable @discardableResult
+    public final func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false)
+    }
+
+    /// Dispatches a state updater that traces show under another type's name. For adapters whose one updater type
+    /// carries many kinds of request (the reducer API's actions, say): traces then name what the app dispatched.
+    @inlinable @discardableResult
+    public final func dispatch<U: StateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false)
+    }
+
+    /// Dispatches a state updater that may refuse, under another type's name in traces (see above).
+    @inlinable @discardableResult
+    public final func dispatch<U: ThrowingStateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false)
+    }
+
+    /// Dispatches any item: a state updater, a side effect or a returning side effect. The handle carries the
+    /// side effect's return value (`()` for the others). Items of the wrong state type, or that are both or
+    /// neither kind, reject the handle with a ``KatanaError``.
+    @discardableResult
+    public final func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
+        anyDispatch(item, parentID: 0)
+    }
+
+    @usableFromInline
+    final func anyDispatch(_ item: any Dispatchable, parentID: UInt64) -> DispatchHandle<any Sendable> {
+        anyDispatch(item, parentID: parentID, bypassInterceptors: false)
+    }
+
+    @usableFromInline
+    final func anyDispatch(_ item: any Dispatchable, parentID: UInt64, bypassInterceptors: Bool) -> DispatchHandle<any Sendable> {
+        let asUpdater = item._katanaStateUpdater
+        let asSideEffect = item._katanaSideEffect
+        if asUpdater != nil && asSideEffect != nil {
+            return .rejected(KatanaError.ambiguousDispatchable("\(type(of: item))"))
+        }
+        if let updater = asUpdater {
+            return enqueueUpdater(updater, type: type(of: item), parentID: parentID, success: () as any Sendable,
+                                  bypassInterceptors: bypassInterceptors)
+        }
+        if let sideEffect = asSideEffect {
+            return enqueueSideEffect(sideEffect, type: type(of: item), parentID: parentID, as: (any Sendable).self,
+                                     bypassInterceptors: bypassInterceptors)
+        }
+        return .rejected(KatanaError.notDispatchable("\(type(of: item))"))
+    }
+
+    @inlinable
+    final func dispatchUpdater<U: StateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false)
+    }
+
+    @inlinable
+    final func dispatchUpdater<U: ThrowingStateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false)
+    }
+
+    @inlinable
+    final func dispatchSideEffect<E: AnySideEffect, V: Sendable>(_ sideEffect: E, parentID: UInt64, as: V.Type) -> DispatchHandle<V> {
+        enqueueSideEffect(sideEffect, type: E.self, parentID: parentID, as: V.self, bypassInterceptors: false)
+    }
+
+    // MARK: Items
+
+    /// An item's trace identity: a fresh id and its type's name while a trace session listens, `(0, nil)` when not
+    /// (id 0 means "not traced" everywhere in the lane).
+    @inlinable
+    final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
+        guard tracer.isEnabled else { return (0, nil) }
+        return (KatanaTracing.nextID(), TraceName.of(type))
+    }
+
+    /// A pending handle's cell, for a handle whose value is `V` (a `Void` or erased handle accepts an updater's `()`).
+    @inlinable
+    final func makeCell<V: Sendable>(for: V.Type) -> HandleCell {
+        HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
+    }
+
+    // MARK: The updater lane
+
+    /// Puts an updater in the lane, or applies it right here when the lane is idle.
+    @inlinable
+    final func enqueueUpdater<V: Sendable>(
+        _ updater: any AnyStateUpdater, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool
+    ) -> DispatchHandle<V> {
+        #if KATANA_INJECTED_REGRESSION
+        InjectedRegression.perDispatch()
+        #endif
+        let (id, name) = traceIdentity(of: type)
+        var item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
+
+        laneLock.lock()
+        if isHeld || laneBusy {
+            let cell = makeCell(for: V.self)
+            item.cell = cell
+            if isHeld {
+                if id != 0 { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
+                held?.append(.updater(item))
+                laneLock.unlock()
+                return DispatchHandle(cell)
+            }
+            item.slot = LaneQueue.currentSlot
+            if pending.count >= backlogLimit { waitForRoom(slot: item.slot) }
+            if laneBusy {
+                if id != 0 { traceEnqueue(item, lane: .updaterQueue, depth: pending.count) }
+                pending.append(item)
+                laneLock.unlock()
+            } else {
+                // The lane was given up while this thread waited for room: take it and help.
+                takeLane()
+                if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: pending.count) }
+                pending.append(item)
+                laneLock.unlock()
+                combine()
+            }
+            return DispatchHandle(cell)
+        }
+        takeLane()
+        if !pending.isEmpty {
+            // The previous holder ran out of combining budget and left work behind: queue behind it and drain.
+            let cell = makeCell(for: V.self)
+            item.cell = cell
+            if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: pending.count) }
+            pending.append(item)
+            laneLock.unlock()
+            combine()
+            return DispatchHandle(cell)
+        }
+        let listeners = self.listeners
+        if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
+        laneLock.unlock()
+
+        if chain == nil, listenersAreInline {
+            // The common case: no interceptors. Apply, hand the change straight to the listeners, and give the
+            // lane back, without touching the batch buffers.
+            if id != 0 { traceBegin(item, lane: .updaterInline) }
+            var failure: KatanaError?
+            lockStateForApplying()
+            if listeners.isEmpty {
+                do { try updater._apply(to: &_state) } catch { failure = error }
+                unlockStateAfterApplying()
+            } else {
+                let old = _state
+                do { try updater._apply(to: &_state) } catch { failure = error }
+                let new = _state
+                unlockStateAfterApplying()
+                if failure == nil {
+                    for listener in listeners { listener.call(old, new) }
+                }
+            }
+            if id != 0 {
+                // No listeners_notified here: an inline change reaches the listeners before dispatch_end.
+                tracer.dispatchEnd(DispatchEndEvent(id: id, kind: .stateUpdater, name: item.name!, lane: .updaterInline,
+                                                    outcome: failure == nil ? .ok : .error))
+            }
+            releaseLane()
+            return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+        }
+
+        let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty)
+        deliverChanges(to: listeners)
+        let handle: DispatchHandle<V>
+        switch result {
+        case .skipped:
+            handle = .rejected(CancellationError())  // not reached: the caller's own item has no cell to cancel
+        case let .done(error):
+            handle = DispatchHandle(resolved: error.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+        case let .replacedBySideEffect(sideEffect):
+            let cell = makeCell(for: V.self)
+            launchSideEffect(sideEffect, cell: cell, parentID: parentID)
+            handle = DispatchHandle(cell)
+        }
+        releaseLane()
+        return handle
+    }
+
+    /// Re-enqueues an item that already has a handle (held before ready, or forwarded by an interceptor).
+    @inlinable
+    final func enqueueExisting(_ item: LaneItem, ignoringHeld: Bool, alreadyTraced: Bool) {
+        let traced = item.id != 0 && !alreadyTraced
+        laneLock.lock()
+        if !ignoringHeld, isHeld {
+            if traced { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
+            held?.append(.updater(item))
+            laneLock.unlock()
+            return
+        }
+        if laneBusy || !pending.isEmpty {
+            if traced { traceEnqueue(item, lane: laneBusy ? .updaterQueue : .updaterInline, depth: pending.count) }
+            pending.append(item)
+            if laneBusy {
+                laneLock.unlock()
+            } else {
+                takeLane()
+                laneLock.unlock()
+                combine()
+            }
+            return
+        }
+        takeLane()
+        let listeners = self.listeners
+        if traced { traceEnqueue(item, lane: .updaterInline, depth: 0) }
+        laneLock.unlock()
+        finish(item, process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty))
+        deliverChanges(to: listeners)
+        resolveFinished()
+        releaseLane()
+    }
+
+    /// How much of other producers' work a dispatching thread that holds the lane may apply before it hands
+    /// the rest to the store's queue: enough to avoid a thread hop per item under contention, small enough that
+    /// `dispatch` stays short.
+    @usableFromInline static var combiningItemBudget: Int { 256 }
+    @usableFromInline static var combiningTimeBudgetNanoseconds: UInt64 { 20_000 }
+
+    /// Marks the lane as held by this thread. Caller holds `laneLock`, and found the lane idle.
+    @inlinable
+    final func takeLane() {
+        assert(!laneBusy, "the lane was taken twice")
+        laneBusy = true
+        laneOwner = currentThreadID
+    }
+
+    /// How long a producer waits for room with no batch taken from the lane before the lane counts as stalled.
+    @usableFromInline static var backPressureStallNanoseconds: UInt64 { 100_000_000 }
+
+    /// The flood policy: the lane is full, so a producer that already has items queued waits (on `room`, with
+    /// `laneLock` held) until the backlog has drained to half the limit, or the lane is given up. Never the lane's
+    /// holder (an updater, listener or interceptor dispatching: it would wait for itself), never a producer with
+    /// nothing queued — so an occasional dispatcher, or a side effect awaiting its updaters one at a time, does not
+    /// wait, and what it dispatches is applied after at most `backlogLimit` + (number of producers) items — and
+    /// never while the lane is stalled: when no batch is taken for `backPressureStallNanoseconds` (one slow
+    /// updater or listener, or one waiting on this very producer), producers stop waiting until it moves again.
+    @usableFromInline
+    final func waitForRoom(slot: UInt8) {
+        while pending.count >= backlogLimit, laneBusy, laneOwner != currentThreadID, pending.hasQueued(slot: slot),
+              stalledAtProgress != laneProgress {
+            let seen = laneProgress
+            roomWaiters += 1
+            let woken = room.wait(nanoseconds: Self.backPressureStallNanoseconds)
+            roomWaiters -= 1
+            if !woken, laneProgress == seen { stalledAtProgress = seen }
+        }
+    }
+
+    /// Wakes producers waiting for room once the backlog is at most half the limit, or the lane was given up.
+    /// Caller holds `laneLock`.
+    @inlinable
+    final func wakeProducersIfRoom() {
+        if roomWaiters > 0, !laneBusy || pending.count <= backlogLimit / 2 { room.broadcast() }
+    }
+
+    /// Debug builds check that only the lane's holder does the holder's work (swift-nio's habit for event loops).
+    /// Caller holds `laneLock`.
+    @inlinable
+    final func assertLaneHeld(_ what: StaticString = #function) {
+        assert(laneBusy && laneOwner == currentThreadID, "\(what) called by a thread that does not hold the lane")
+    }
+
+    /// Gives the lane up; items that arrived meanwhile are applied first (see `combine`).
+    @inlinable
+    final func releaseLane() {
+        laneLock.lock()
+        assertLaneHeld()
+        if pending.isEmpty {
+            laneBusy = false
+            laneLock.unlock()
+            return
+        }
+        laneLock.unlock()
+        combine()
+    }
+
+    /// Applies pending items on this thread, within the combining budget, then gives the lane up. The budget counts
+    /// items, not batches: at most `combiningItemBudget` of them, taken in chunks of 1, 2, 4, … with the clock read
+    /// after each chunk, so one slow item (or slow inline listener) ends the turn at once. If work is left, the lane
+    /// is released with it still pending: the next dispatching thread takes the lane and continues (under contention
+    /// producers take turns, with no thread hop), and a kick on the updater queue guarantees progress if no dispatch
+    /// comes. So one `dispatch` call never applies more than the budget of other threads' items.
+    @inlinable
+    final func combine() {
+        var left = Self.combiningItemBudget
+        var chunk = 1
+        let start = DispatchTime.now().uptimeNanoseconds
+        while left > 0 {
+            guard let count = drainBatch(lane: .updaterInline, limit: Swift.min(chunk, left)) else { return }
+            left -= count
+            if DispatchTime.now().uptimeNanoseconds &- start > Self.combiningTimeBudgetNanoseconds { break }
+            chunk &*= 2
+        }
+        laneLock.lock()
+        laneBusy = false
+        let leftover = !pending.isEmpty
+        wakeProducersIfRoom()
+        laneLock.unlock()
+        if leftover { updaterQueue.async { self.kick() } }
+    }
+
+    /// Takes the lane if it is idle with work pending, and drains it all.
+    @inlinable
+    final func kick() {
+        laneLock.lock()
+        if laneBusy || pending.isEmpty {
+            laneLock.unlock()
+            return
+        }
+        takeLane()
+        laneLock.unlock()
+        drainQueue()
+    }
+
+    /// Runs on the updater queue while it holds the lane: applies everything pending, batch by batch.
+    @inlinable
+    final func drainQueue() {
+        while drainBatch(lane: .updaterQueue, limit: .max) != nil {}
+    }
+
+    /// Applies up to `limit` pending items as one batch and returns how many items that was; when nothing is
+    /// pending, gives the lane up and returns nil. Called only by the lane holder.
+    @inlinable
+    final func drainBatch(lane: DispatchLane, limit: Int) -> Int? {
+        laneLock.lock()
+        assertLaneHeld()
+        if pending.isEmpty {
+            laneBusy = false
+            laneLock.unlock()
+            return nil
+        }
+        pending.take(upTo: limit, into: &drainBuffer)
+        laneProgress &+= 1
+        wakeProducersIfRoom()
+        let listeners = self.listeners
+        laneLock.unlock()
+
+        let record = !listeners.isEmpty
+        let count = drainBuffer.count
+        if chain == nil {
+            // No interceptors: apply the whole batch under one acquisition of the state lock.
+            lockStateForApplying()
+            for item in drainBuffer {
+                if let cell = item.cell, !cell.claimForLane() {
+                    skipCancelled(item, cell: cell, lane: lane)
+                    continue
+                }
+                if item.id != 0 { traceBegin(item, lane: lane) }
+                var failure: KatanaError?
+                do { try applyLocked(item.updater, recordChanges: record) } catch { failure = error }
+                if item.id != 0 {
+                    tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane,
+                                                        outcome: failure == nil ? .ok : .error))
+                }
+                if let cell = item.cell { finished.append((cell, failure)) }
+            }
+            unlockStateAfterApplying()
+        } else {
+            for item in drainBuffer {
+                finish(item, process(item, lane: lane, recordChanges: record))
+            }
+        }
+        drainBuffer.removeAll(keepingCapacity: true)
+        deliverChanges(to: listeners)
+        resolveFinished()
+        return count
+    }
+
+    @inlinable
+    final func finish(_ item: LaneItem, _ result: LaneResult) {
+        guard let cell = item.cell else { return }
+        switch result {
+        case .skipped: break
+        case let .done(error): finished.append((cell, error))
+        case let .replacedBySideEffect(sideEffect): launchSideEffect(sideEffect, cell: cell, parentID: item.parentID)
+        }
+    }
+
+    @inlinable
+    final func resolveFinished() {
+        guard !finished.isEmpty else { return }
+        completionLock.lock()
+        for (cell, error) in finished {
+            cell.resolveLocked(error.map { .failure(KatanaError.surfaced($0)) } ?? .success(()))
+        }
+        completionLock.unlock()
+        finished.removeAll(keepingCapacity: true)
+    }
+
+    @usableFromInline
+    enum LaneResult {
+        case skipped
+        case done((any Error)?)
+        case replacedBySideEffect(any AnySideEffect)
+    }
+
+    /// Applies one lane item (through the interceptors unless it bypasses them). Called by the lane holder.
+    @inlinable
+    final func traceBegin(_ item: LaneItem, lane: DispatchLane) {
+        tracer.dispatchBegin(DispatchBeginEvent(
+            id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
+            parallelism: UInt32(clamping: sideEffects.count)))
+    }
+
+    /// A lane item cancelled before the lane reached it: not applied; its handle rejects with `CancellationError`.
+    @usableFromInline
+    final func skipCancelled(_ item: LaneItem, cell: HandleCell, lane: DispatchLane) {
+        if item.id != 0 {
+            traceBegin(item, lane: lane)
+            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: .cancelled))
+        }
+        cell.resolve(.failure(CancellationError()))
+    }
+
+    @inlinable
+    final func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> LaneResult {
+        if let cell = item.cell, !cell.claimForLane() {
+            skipCancelled(item, cell: cell, lane: lane)
+            return .skipped
+        }
+        if item.id != 0 { traceBegin(item, lane: lane) }
+        var result = LaneResult.done(nil)
+        var outcome = DispatchOutcome.ok
+        if let chain, !item.bypass {
+            (result, outcome) = runUpdaterChain(item.updater, chain, recordChanges: recordChanges)
+        } else {
+            do {
+                try apply(item.updater, recordChanges: recordChanges)
+            } catch {
+                result = .done(error)
+                outcome = .error
+            }
+        }
+        if item.id != 0 {
+            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: outcome))
+        }
+        return result
+    }
+
+    @inlinable
+    final func apply(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
+        lockStateForApplying()
+        defer { unlockStateAfterApplying() }
+        try applyLocked(updater, recordChanges: recordChanges)
+    }
+
+    /// Applies one updater; the caller holds `stateLock` and the lane. With `recordChanges`, the (old, new) pair
+    /// goes to the batch's `changes` for the listeners.
+    @inlinable
+    final func applyLocked(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
+        if recordChanges {
+            let old = _state
+            try updater._apply(to: &_state)
+            changes.append((old, _state))
+        } else {
+            try updater._apply(to: &_state)
+        }
+    }
+
+    @inlinable
+    final func runUpdaterChain(
+        _ updater: any AnyStateUpdater, _ chain: StoreInterceptorChain, recordChanges: Bool
+    ) -> (LaneResult, DispatchOutcome) {
+        var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .stateUpdater, recordChanges: recordChanges)
+        let thrown: (any Error)? = InterceptionFrames.with(&frame) {
+            do {
+                try chain(updater)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let thrown {
+            if frame.applied {
+                let failure = InterceptorFailure(error: thrown, item: "\(type(of: updater))")
+                return (.done(KatanaError.appliedButInterceptorThrew(failure)), .appliedWithError)
+            }
+            return (.done(thrown), frame.nextCalled ? .error : .blocked)
+        }
+        guard frame.nextCalled else { return (.done(nil), .blocked) }
+        guard let replacement = frame.replacement else { return (.done(nil), .ok) }
+        if let sideEffect = replacement._katanaSideEffect, replacement._katanaStateUpdater == nil {
+            return (.replacedBySideEffect(sideEffect), .ok)
+        }
+        return (.done(KatanaError.notDispatchable("\(type(of: replacement))")), .error)
+    }
+
+    /// The end of the interceptor chain.
+    @usableFromInline
+    final func interceptedNext(_ item: any Dispatchable) throws {
+        if let frame = InterceptionFrames.current(for: ObjectIdentifier(self)), !frame.pointee.nextCalled {
+            frame.pointee.nextCalled = true
+            if frame.pointee.kind == .stateUpdater, let updater = item._katanaStateUpdater, item._katanaSideEffect == nil {
+                do { try apply(updater, recordChanges: frame.pointee.recordChanges) } catch { throw KatanaError.surfaced(error) }
+                frame.pointee.applied = true
+            } else {
+                frame.pointee.replacement = item
+            }
+            return
+        }
+        // A second call, or one made after the handler returned: dispatch anew, past the interceptors.
+        _ = anyDispatch(item, parentID: 0, bypassInterceptors: true)
+    }
+
+    @inlinable
+    final func deliverChanges(to listeners: [ListenerBox<S>]) {
+        guard !changes.isEmpty else { return }
+        let count = changes.count
+        if listenersAreInline {
+            for (old, new) in changes {
+                for listener in listeners { listener.call(old, new) }
+            }
+        } else {
+            let batch = changes
+            configuration.listenerExecutor.run {
+                for (old, new) in batch {
+                    for listener in listeners { listener.call(old, new) }
+                }
+            }
+        }
+        changes.removeAll(keepingCapacity: true)
+        if tracer.isEnabled {
+            tracer.listenersNotified(storeID: storeID, changes: UInt32(clamping: count), listeners: UInt32(clamping: listeners.count))
+        }
+    }
+
+    @inlinable
+    final func traceEnqueue(_ item: LaneItem, lane: DispatchLane, depth: Int) {
+        tracer.dispatchEnqueue(DispatchEnqueueEvent(
+            id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
+            queueDepth: UInt32(clamping: depth)))
+    }
+
+    // MARK: Side effects
+
+    @inlinable
+    final func enqueueSideEffect<V: Sendable>(
+        _ sideEffect: any AnySideEffect, type: Any.Type, parentID: UInt64, as: V.Type, bypassInterceptors: Bool
+    ) -> DispatchHandle<V> {
+        let cell = makeCell(for: V.self)
+        let (id, name) = traceIdentity(of: type)
+        let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name,
+                                  bypass: bypassInterceptors)
+        laneLock.lock()
+        if isHeld {
+            if id != 0 { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
+            held?.append(.sideEffect(item))
+            laneLock.unlock()
+            return DispatchHandle(cell)
+        }
+        if id != 0 { traceEnqueue(item, lane: .sideEffectPool, depth: pending.count) }
+        laneLock.unlock()
+        start(item)
+        return DispatchHandle(cell)
+    }
+
+    @inlinable
+    final func traceEnqueue(_ item: SideEffectItem, lane: DispatchLane, depth: Int) {
+        tracer.dispatchEnqueue(DispatchEnqueueEvent(
+            id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: lane,
+            queueDepth: UInt32(clamping: depth)))
+    }
+
+    /// Starts a side effect that an interceptor put in place of a state updater.
+    @inlinable
+    final func launchSideEffect(_ sideEffect: any AnySideEffect, cell: HandleCell, parentID: UInt64) {
+        let (id, name) = traceIdentity(of: type(of: sideEffect))
+        let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name, bypass: true)
+        if id != 0 { traceEnqueue(item, lane: .sideEffectPool, depth: 0) }
+        start(item)
+    }
+
+    /// Runs the interceptors for a side effect, on its task, before its body.
+    @usableFromInline
+    final func intercept(_ item: SideEffectItem) -> SideEffectStep {
+        let context = AnySideEffectContext(store: self, parentID: item.id, scope: item.cell)
+        guard let chain, !item.bypass else { return .body(item.sideEffect, context) }
+        var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
+        let thrown: (any Error)? = InterceptionFrames.with(&frame) {
+            do {
+                try chain(item.sideEffect)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let thrown { return .done(.blocked, .failure(thrown)) }
+        guard frame.nextCalled, let toRun = frame.replacement else {
+            if item.cell.acceptsVoid { return .done(.blocked, .success(())) }
+            return .done(.blocked, .failure(KatanaError.returningSideEffectNotExecuted("\(type(of: item.sideEffect))")))
+        }
+        if let sideEffect = toRun._katanaSideEffect, toRun._katanaStateUpdater == nil {
+            return .body(sideEffect, context)
+        }
+        if let updater = toRun._katanaStateUpdater, toRun._katanaSideEffect == nil {
+            // An interceptor forwarded a state updater instead: it goes down the lane, and this handle resolves
+            // when it has been applied.
+            let (id, name) = traceIdentity(of: type(of: updater))
+            enqueueExisting(LaneItem(updater: updater, cell: item.cell, id: id, parentID: item.parentID, name: name, bypass: true),
+                            ignoringHeld: true, alreadyTraced: false)
+            return .done(.ok, nil)
+        }
+        return .done(.error, .failure(KatanaError.notDispatchable("\(type(of: toRun))")))
+    }
+
+    // MARK: Readiness
+
+    /// Sets the initial state, initialises the interceptors (which may dispatch, e.g. `.onStart` items) and runs
+    /// every held item in dispatch order. Items dispatched while this runs are held too, so order is kept.
+    final func becomeReady(initialState: S, interceptors: [StoreInterceptor]) {
+        stateLock.withLock { _state = initialState }
+        if !interceptors.isEmpty {
+            let context = AnySideEffectContext(store: self, parentID: 0)
+            let last: StoreInterceptorNext = { [weak self] item in
+                guard let self else { throw KatanaError.storeReleased }
+                try self.interceptedNext(item)
+            }
+            let handlers = interceptors.map { $0(context) }
+            chain = handlers.reversed().reduce(last) { next, handler in handler(next) }
+        }
+        if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
+        while true {
+            laneLock.lock()
+            guard let items = held, !items.isEmpty else {
+                held = nil
+                isHeld = false
+                laneLock.unlock()
+                return
+            }
+            held = []
+            laneLock.unlock()
+            for item in items {
+                switch item {
+                case let .updater(updater): enqueueExisting(updater, ignoringHeld: true, alreadyTraced: true)
+                case let .sideEffect(sideEffect): start(sideEffect)
+                }
+            }
+        }
+    }
+}
