@@ -16,9 +16,9 @@ struct LaneQueue {
 
     @inlinable init() {}
 
-    /// This thread's producer slot.
-    @inlinable static var currentSlot: UInt8 {
-        UInt8(truncatingIfNeeded: (currentThreadID &* 0x9E37_79B9_7F4A_7C15) >> 58)
+    /// A producer thread's slot (its id hashed to one of `slotCount`).
+    @inlinable static func slot(of thread: UInt) -> UInt8 {
+        UInt8(truncatingIfNeeded: (thread &* 0x9E37_79B9_7F4A_7C15) >> 58)
     }
 
     @inlinable func hasQueued(slot: UInt8) -> Bool { slot != Self.noSlot && queuedBySlot[Int(slot)] > 0 }

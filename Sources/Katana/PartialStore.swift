@@ -42,7 +42,7 @@ protocol StoreInternals: AnyStore {
 ///   `parent_id`.
 public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
-    // beside it, or owned by the lane holder — the one thread that set `laneBusy` under `laneLock`; ownership
+    // beside it, or owned by the lane holder — the one thread that took the lane (`lane.busy`) under `laneLock`; ownership
     // passes between threads only through `laneLock`, which orders the accesses. `chain` is written once, in
     // `becomeReady`, before the store is marked ready under `laneLock`, and only read after that.
 
@@ -62,23 +62,10 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
 
-    @usableFromInline @exclusivity(unchecked) final var pending = LaneQueue()  // laneLock
-    @usableFromInline @exclusivity(unchecked) final var laneBusy = false  // laneLock
-    /// The thread that set `laneBusy` (meaningful only while it is set).
-    @usableFromInline @exclusivity(unchecked) final var laneOwner: UInt = 0  // laneLock
-    /// Producers waiting for room in a full lane (the flood policy), and what they wait on.
-    @usableFromInline @exclusivity(unchecked) final var roomWaiters = 0  // laneLock
-    /// Counts batches taken from the lane: how a waiting producer tells a busy lane from a stalled one.
-    @usableFromInline @exclusivity(unchecked) final var laneProgress: UInt64 = 0  // laneLock
-    /// `laneProgress` when a producer last waited `backPressureStallNanoseconds` for room and saw no batch taken:
-    /// until the lane moves again, nobody waits (a lane stuck behind a slow updater, or behind an updater that
-    /// waits for a producer, must not hold producers, let alone deadlock them).
-    @usableFromInline @exclusivity(unchecked) final var stalledAtProgress: UInt64 = .max  // laneLock
+    /// The lane's rules and state (see `LaneState`): taken, released and queued only under `laneLock`.
+    @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
+    /// Where producers wait for room in a full lane (the flood policy).
     @usableFromInline final let room: Lock.Condition
-    /// `configuration.backlogLimit`, or `Int.max` for none.
-    @usableFromInline final let backlogLimit: Int
-    @usableFromInline @exclusivity(unchecked) final var held: [HeldItem]? = []  // laneLock; nil once ready
-    @usableFromInline @exclusivity(unchecked) final var isHeld = true  // laneLock; held != nil
     @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []  // laneLock
 
     @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
@@ -99,7 +86,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         self.listenersAreInline = configuration.listenerExecutor.isInline
         self.sideEffects = SideEffectRegistry(tracer: tracer)
         self.room = Lock.Condition(laneLock)
-        self.backlogLimit = configuration.backlogLimit.map { Swift.max($0, 1) } ?? .max
+        self.lane = LaneState(backlogLimit: configuration.backlogLimit)
         weakStore.store = self
     }
 
@@ -107,7 +94,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         // Side effects still running are cancelled; items held before readiness are rejected (nothing else can be
         // pending: whoever holds the lane, or the updater queue's kick, holds the store).
         sideEffects.close()
-        for item in held ?? [] {
+        for item in lane.held ?? [] {
             switch item {
             case let .updater(updater): updater.cell?.resolve(.failure(KatanaError.storeReleased))
             case let .sideEffect(sideEffect): sideEffect.cell.resolve(.failure(KatanaError.storeReleased))
@@ -155,7 +142,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     /// Whether the state initializer has run and the interceptors are initialised. Items dispatched before
     /// that are held and run, in order, once it is.
-    public final var isReady: Bool { laneLock.withLock { !isHeld } }
+    public final var isReady: Bool { laneLock.withLock { !lane.isHeld } }
 
     @usableFromInline var anyDependencies: any SideEffectDependencyContainer {
         fatalError("PartialStore is abstract; Store overrides anyDependencies")
@@ -287,40 +274,17 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         var item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
 
         laneLock.lock()
-        if isHeld || laneBusy {
+        let thread = currentThreadID
+        var arrival = lane.arrive(thread: thread)
+        if arrival == .waitForRoom { arrival = waitForRoom(thread: thread) }
+        switch arrival {
+        case .applyInline:
+            break
+        case .hold, .enqueue, .enqueueAndCombine, .waitForRoom:
             let cell = makeCell(for: V.self)
             item.cell = cell
-            if isHeld {
-                if id != 0 { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
-                held?.append(.updater(item))
-                laneLock.unlock()
-                return DispatchHandle(cell)
-            }
-            item.slot = LaneQueue.currentSlot
-            if pending.count >= backlogLimit { waitForRoom(slot: item.slot) }
-            if laneBusy {
-                if id != 0 { traceEnqueue(item, lane: .updaterQueue, depth: pending.count) }
-                pending.append(item)
-                laneLock.unlock()
-            } else {
-                // The lane was given up while this thread waited for room: take it and help.
-                takeLane()
-                if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: pending.count) }
-                pending.append(item)
-                laneLock.unlock()
-                combine()
-            }
-            return DispatchHandle(cell)
-        }
-        takeLane()
-        if !pending.isEmpty {
-            // The previous holder ran out of combining budget and left work behind: queue behind it and drain.
-            let cell = makeCell(for: V.self)
-            item.cell = cell
-            if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: pending.count) }
-            pending.append(item)
-            laneLock.unlock()
-            combine()
+            item.slot = LaneQueue.slot(of: thread)  // counts against this producer in the flood policy
+            enter(item, arrival)
             return DispatchHandle(cell)
         }
         let listeners = self.listeners
@@ -347,8 +311,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             }
             if id != 0 {
                 // No listeners_notified here: an inline change reaches the listeners before dispatch_end.
-                tracer.dispatchEnd(DispatchEndEvent(id: id, kind: .stateUpdater, name: item.name!, lane: .updaterInline,
-                                                    outcome: failure == nil ? .ok : .error))
+                traceEnd(item, lane: .updaterInline, outcome: failure == nil ? .ok : .error)
             }
             releaseLane()
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
@@ -371,37 +334,48 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         return handle
     }
 
-    /// Re-enqueues an item that already has a handle (held before ready, or forwarded by an interceptor).
+    /// Re-enqueues an item that already has a handle (held before ready, or forwarded by an interceptor). It never
+    /// waits for room: it was dispatched already.
     @inlinable
     final func enqueueExisting(_ item: LaneItem, ignoringHeld: Bool, alreadyTraced: Bool) {
-        let traced = item.id != 0 && !alreadyTraced
         laneLock.lock()
-        if !ignoringHeld, isHeld {
-            if traced { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
-            held?.append(.updater(item))
-            laneLock.unlock()
+        let thread = currentThreadID
+        let arrival = lane.arrive(thread: thread, ignoringHeld: ignoringHeld, canWait: false)
+        guard arrival == .applyInline else {
+            enter(item, arrival, traced: !alreadyTraced)
             return
         }
-        if laneBusy || !pending.isEmpty {
-            if traced { traceEnqueue(item, lane: laneBusy ? .updaterQueue : .updaterInline, depth: pending.count) }
-            pending.append(item)
-            if laneBusy {
-                laneLock.unlock()
-            } else {
-                takeLane()
-                laneLock.unlock()
-                combine()
-            }
-            return
-        }
-        takeLane()
         let listeners = self.listeners
-        if traced { traceEnqueue(item, lane: .updaterInline, depth: 0) }
+        if item.id != 0, !alreadyTraced { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
         finish(item, process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty))
         deliverChanges(to: listeners)
         resolveFinished()
         releaseLane()
+    }
+
+    /// Puts an item with a handle where `arrival` says (held, or queued in the lane) and traces where it went; for
+    /// `.enqueueAndCombine` this thread holds the lane and combines. Caller holds `laneLock`; this releases it.
+    @inlinable
+    final func enter(_ item: LaneItem, _ arrival: LaneState.Arrival, traced: Bool = true) {
+        let traced = traced && item.id != 0
+        switch arrival {
+        case .hold:
+            if traced { traceEnqueue(item, lane: .held, depth: lane.held?.count ?? 0) }
+            lane.hold(.updater(item))
+            laneLock.unlock()
+        case .enqueue, .waitForRoom:
+            if traced { traceEnqueue(item, lane: .updaterQueue, depth: lane.pending.count) }
+            lane.enqueue(item)
+            laneLock.unlock()
+        case .enqueueAndCombine, .applyInline:
+            // The previous holder ran out of combining budget and left work behind (or the lane was given up while
+            // this thread waited for room): queue behind it and help.
+            if traced { traceEnqueue(item, lane: .updaterInline, depth: lane.pending.count) }
+            lane.enqueue(item)
+            laneLock.unlock()
+            combine()
+        }
     }
 
     /// How much of other producers' work a dispatching thread that holds the lane may apply before it hands
@@ -410,62 +384,37 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     @usableFromInline static var combiningItemBudget: Int { 256 }
     @usableFromInline static var combiningTimeBudgetNanoseconds: UInt64 { 20_000 }
 
-    /// Marks the lane as held by this thread. Caller holds `laneLock`, and found the lane idle.
-    @inlinable
-    final func takeLane() {
-        assert(!laneBusy, "the lane was taken twice")
-        laneBusy = true
-        laneOwner = currentThreadID
-    }
-
     /// How long a producer waits for room with no batch taken from the lane before the lane counts as stalled.
     @usableFromInline static var backPressureStallNanoseconds: UInt64 { 100_000_000 }
 
-    /// The flood policy: the lane is full, so a producer that already has items queued waits (on `room`, with
-    /// `laneLock` held) until the backlog has drained to half the limit, or the lane is given up. Never the lane's
-    /// holder (an updater, listener or interceptor dispatching: it would wait for itself), never a producer with
-    /// nothing queued — so an occasional dispatcher, or a side effect awaiting its updaters one at a time, does not
-    /// wait, and what it dispatches is applied after at most `backlogLimit` + (number of producers) items — and
-    /// never while the lane is stalled: when no batch is taken for `backPressureStallNanoseconds` (one slow
-    /// updater or listener, or one waiting on this very producer), producers stop waiting until it moves again.
+    /// The flood policy's wait (see `LaneState.mustWaitForRoom`): on `room`, with `laneLock` held, until the lane
+    /// says otherwise; returns the arrival the lane then gives (never `.waitForRoom`).
     @usableFromInline
-    final func waitForRoom(slot: UInt8) {
-        while pending.count >= backlogLimit, laneBusy, laneOwner != currentThreadID, pending.hasQueued(slot: slot),
-              stalledAtProgress != laneProgress {
-            let seen = laneProgress
-            roomWaiters += 1
+    final func waitForRoom(thread: UInt) -> LaneState.Arrival {
+        while true {
+            let seen = lane.progress
+            lane.roomWaiters += 1
             let woken = room.wait(nanoseconds: Self.backPressureStallNanoseconds)
-            roomWaiters -= 1
-            if !woken, laneProgress == seen { stalledAtProgress = seen }
+            lane.roomWaiters -= 1
+            lane.waitEnded(woken: woken, progressWhenWaitBegan: seen)
+            let arrival = lane.arrive(thread: thread)
+            if arrival != .waitForRoom { return arrival }
         }
     }
 
-    /// Wakes producers waiting for room once the backlog is at most half the limit, or the lane was given up.
-    /// Caller holds `laneLock`.
+    /// Wakes producers waiting for room when the lane says so. Caller holds `laneLock`.
     @inlinable
     final func wakeProducersIfRoom() {
-        if roomWaiters > 0, !laneBusy || pending.count <= backlogLimit / 2 { room.broadcast() }
-    }
-
-    /// Debug builds check that only the lane's holder does the holder's work (swift-nio's habit for event loops).
-    /// Caller holds `laneLock`.
-    @inlinable
-    final func assertLaneHeld(_ what: StaticString = #function) {
-        assert(laneBusy && laneOwner == currentThreadID, "\(what) called by a thread that does not hold the lane")
+        if lane.shouldWakeProducers { room.broadcast() }
     }
 
     /// Gives the lane up; items that arrived meanwhile are applied first (see `combine`).
     @inlinable
     final func releaseLane() {
         laneLock.lock()
-        assertLaneHeld()
-        if pending.isEmpty {
-            laneBusy = false
-            laneLock.unlock()
-            return
-        }
+        let release = lane.release(thread: currentThreadID)
         laneLock.unlock()
-        combine()
+        if release == .combine { combine() }
     }
 
     /// Applies pending items on this thread, within the combining budget, then gives the lane up. The budget counts
@@ -486,8 +435,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             chunk &*= 2
         }
         laneLock.lock()
-        laneBusy = false
-        let leftover = !pending.isEmpty
+        let leftover = lane.endTurn(thread: currentThreadID)
         wakeProducersIfRoom()
         laneLock.unlock()
         if leftover { updaterQueue.async { self.kick() } }
@@ -497,13 +445,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     @inlinable
     final func kick() {
         laneLock.lock()
-        if laneBusy || pending.isEmpty {
-            laneLock.unlock()
-            return
-        }
-        takeLane()
+        let taken = lane.takeForQueue(thread: currentThreadID)
         laneLock.unlock()
-        drainQueue()
+        if taken { drainQueue() }
     }
 
     /// Runs on the updater queue while it holds the lane: applies everything pending, batch by batch.
@@ -517,14 +461,10 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     @inlinable
     final func drainBatch(lane: DispatchLane, limit: Int) -> Int? {
         laneLock.lock()
-        assertLaneHeld()
-        if pending.isEmpty {
-            laneBusy = false
+        guard self.lane.takeBatch(thread: currentThreadID, upTo: limit, into: &drainBuffer) else {
             laneLock.unlock()
             return nil
         }
-        pending.take(upTo: limit, into: &drainBuffer)
-        laneProgress &+= 1
         wakeProducersIfRoom()
         let listeners = self.listeners
         laneLock.unlock()
@@ -543,8 +483,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
                 var failure: KatanaError?
                 do { try applyLocked(item.updater, recordChanges: record) } catch { failure = error }
                 if item.id != 0 {
-                    tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane,
-                                                        outcome: failure == nil ? .ok : .error))
+                    traceEnd(item, lane: lane, outcome: failure == nil ? .ok : .error)
                 }
                 if let cell = item.cell { finished.append((cell, failure)) }
             }
@@ -588,7 +527,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         case replacedBySideEffect(any AnySideEffect)
     }
 
-    /// Applies one lane item (through the interceptors unless it bypasses them). Called by the lane holder.
+    /// The one place an updater's `dispatch_begin` is emitted (call only for traced items: `item.id != 0`).
     @inlinable
     final func traceBegin(_ item: LaneItem, lane: DispatchLane) {
         tracer.dispatchBegin(DispatchBeginEvent(
@@ -596,16 +535,23 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             parallelism: UInt32(clamping: sideEffects.count)))
     }
 
+    /// The one place an updater's `dispatch_end` is emitted (call only for traced items: `item.id != 0`).
+    @inlinable
+    final func traceEnd(_ item: LaneItem, lane: DispatchLane, outcome: DispatchOutcome) {
+        tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: outcome))
+    }
+
     /// A lane item cancelled before the lane reached it: not applied; its handle rejects with `CancellationError`.
     @usableFromInline
     final func skipCancelled(_ item: LaneItem, cell: HandleCell, lane: DispatchLane) {
         if item.id != 0 {
             traceBegin(item, lane: lane)
-            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: .cancelled))
+            traceEnd(item, lane: lane, outcome: .cancelled)
         }
         cell.resolve(.failure(CancellationError()))
     }
 
+    /// Applies one lane item (through the interceptors unless it bypasses them). Called by the lane holder.
     @inlinable
     final func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> LaneResult {
         if let cell = item.cell, !cell.claimForLane() {
@@ -626,7 +572,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             }
         }
         if item.id != 0 {
-            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: outcome))
+            traceEnd(item, lane: lane, outcome: outcome)
         }
         return result
     }
@@ -736,13 +682,13 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name,
                                   bypass: bypassInterceptors)
         laneLock.lock()
-        if isHeld {
-            if id != 0 { traceEnqueue(item, lane: .held, depth: held?.count ?? 0) }
-            held?.append(.sideEffect(item))
+        if lane.isHeld {
+            if id != 0 { traceEnqueue(item, lane: .held, depth: lane.held?.count ?? 0) }
+            lane.hold(.sideEffect(item))
             laneLock.unlock()
             return DispatchHandle(cell)
         }
-        if id != 0 { traceEnqueue(item, lane: .sideEffectPool, depth: pending.count) }
+        if id != 0 { traceEnqueue(item, lane: .sideEffectPool, depth: lane.pending.count) }
         laneLock.unlock()
         start(item)
         return DispatchHandle(cell)
@@ -815,14 +761,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
         while true {
             laneLock.lock()
-            guard let items = held, !items.isEmpty else {
-                held = nil
-                isHeld = false
-                laneLock.unlock()
-                return
-            }
-            held = []
+            let taken = lane.takeHeld()
             laneLock.unlock()
+            guard let items = taken else { return }
             for item in items {
                 switch item {
                 case let .updater(updater): enqueueExisting(updater, ignoringHeld: true, alreadyTraced: true)

@@ -63,6 +63,15 @@ struct ReadsStoreWhileUpdating: StateUpdater {
     }
 }
 
+/// Dispatches an updater that reads the state through this side effect's context.
+struct DispatchesAReader: SideEffect {
+    let seen: Recorder<Int>
+    func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
+        let reader = context
+        try await context.dispatch(ReadsStoreWhileUpdating(read: { reader.getState() }, seen: seen)).value
+    }
+}
+
 /// Loops until a dispatch is rejected: dispatches every 10 ms.
 struct LoopUntilRejected: SideEffect {
     let ended: Recorder<String>
@@ -119,6 +128,28 @@ struct LoopUntilRejected: SideEffect {
         }
         #expect(counter == 3)
         #expect(seen.all == [1], "the read inside the updater sees the state as the updater started it")
+    }
+
+    /// Every way to read the state answers from inside an updater: the partial store, the erased store, and a
+    /// side effect's context (its `getState` handed to the updater it dispatches).
+    @Test func everyStateReaderAnswersInsideAnUpdater() async throws {
+        let store = makeStore()
+        store.dispatch(Increment())
+        let partial: PartialStore<CounterState> = store
+        let erased: any AnyStore = store
+        let seen = Recorder<Int>()
+        let outcome = await within(seconds: 30) {
+            try await store.dispatch(ReadsStoreWhileUpdating(read: { partial.state }, seen: seen)).value
+            try await store.dispatch(ReadsStoreWhileUpdating(read: { erased.anyState as! CounterState }, seen: seen)).value
+            try await store.dispatch(DispatchesAReader(seen: seen)).value
+            return store.state.counter
+        }
+        guard case let .finished(.success(counter)) = outcome else {
+            Issue.record("a state reader deadlocked inside an updater: \(outcome)")
+            return
+        }
+        #expect(counter == 4)
+        #expect(seen.all == [1, 2, 3])
     }
 
     @Test func readingTheStateInsideAQueuedUpdaterDoesNotDeadlock() async throws {

@@ -1,0 +1,156 @@
+/// The updater lane's rules, as a value: who holds the lane, what waits in it, what is held before the store is
+/// ready, and the flood policy. Each mutating transition says what the caller must do next; the caller holds the
+/// store's `laneLock` around every call and does the work (applying, tracing, waking, waiting) outside. No
+/// threads, clocks or locks in here, so every rule is unit-tested as plain values (`LaneStateTests`).
+@usableFromInline
+struct LaneState {
+    /// Updaters waiting for the lane, oldest first.
+    @usableFromInline var pending = LaneQueue()
+    /// Whether a thread holds the lane (it alone applies updaters), and which one.
+    @usableFromInline var busy = false
+    @usableFromInline var owner: UInt = 0
+    /// Items dispatched before the store was ready; `nil` once it is.
+    @usableFromInline var held: [HeldItem]? = []
+    /// `pending.count` past which producers with updaters queued wait for room (`Int.max`: no limit).
+    @usableFromInline let backlogLimit: Int
+    /// Producers waiting for room right now.
+    @usableFromInline var roomWaiters = 0
+    /// Counts batches taken from the lane: how a waiting producer tells a busy lane from a stalled one.
+    @usableFromInline var progress: UInt64 = 0
+    /// `progress` when a producer last waited for room for the stall timeout and saw no batch taken: until the lane
+    /// moves again, nobody waits (a lane stuck behind a slow updater, or behind an updater that waits for a
+    /// producer, must not hold producers, let alone deadlock them).
+    @usableFromInline var stalledAt: UInt64 = .max
+
+    @inlinable init(backlogLimit: Int?) { self.backlogLimit = backlogLimit.map { Swift.max($0, 1) } ?? .max }
+
+    @inlinable var isHeld: Bool { held != nil }
+
+    /// What a producer must do with a new updater.
+    @usableFromInline enum Arrival: Equatable {
+        /// The store is not ready: hold it (``hold(_:)``).
+        case hold
+        /// The lane is busy: queue it (``enqueue(_:)``) and return; the holder applies it.
+        case enqueue
+        /// The lane is full and this producer already has updaters in it: wait for room, then arrive again.
+        case waitForRoom
+        /// The lane was idle and empty: the caller now holds it, applies its own updater, then ``release()``s.
+        case applyInline
+        /// The lane was idle with work left by a holder whose budget ran out: the caller now holds it, queues its
+        /// updater behind that work and combines.
+        case enqueueAndCombine
+    }
+
+    /// A new updater from thread `thread`. With `ignoringHeld`, an item that was held already
+    /// (or forwarded by an interceptor) goes to the lane even before the store is marked ready. `canWait: false`
+    /// for items that must never wait for room (re-enqueued ones).
+    @inlinable
+    mutating func arrive(thread: UInt, ignoringHeld: Bool = false, canWait: Bool = true) -> Arrival {
+        if !ignoringHeld, isHeld { return .hold }
+        if busy {
+            if canWait, mustWaitForRoom(thread: thread) { return .waitForRoom }
+            return .enqueue
+        }
+        take(thread: thread)
+        return pending.isEmpty ? .applyInline : .enqueueAndCombine
+    }
+
+    /// The flood policy: wait only when the lane is full, held by another thread, not stalled, and this producer
+    /// already has updaters queued — so an occasional dispatcher, or a side effect awaiting its updaters one at a
+    /// time, never waits, and the holder (an updater, listener or interceptor dispatching) never waits for itself.
+    @inlinable
+    func mustWaitForRoom(thread: UInt) -> Bool {
+        pending.count >= backlogLimit && busy && owner != thread && stalledAt != progress
+            && pending.hasQueued(slot: LaneQueue.slot(of: thread))
+    }
+
+    /// A producer's wait for room ended: `woken` by ``shouldWakeProducers``, or the stall timeout ran out. If it ran
+    /// out with no batch taken since `seen` (the `progress` when the wait began), the lane counts as stalled.
+    @inlinable
+    mutating func waitEnded(woken: Bool, progressWhenWaitBegan seen: UInt64) {
+        if !woken, progress == seen { stalledAt = seen }
+    }
+
+    @inlinable mutating func hold(_ item: HeldItem) { held?.append(item) }
+    @inlinable mutating func enqueue(_ item: LaneItem) { pending.append(item) }
+
+    /// Whether producers waiting for room should be woken: the backlog is down to half the limit, or the lane was
+    /// given up (one of them takes it).
+    @inlinable var shouldWakeProducers: Bool {
+        roomWaiters > 0 && (!busy || pending.count <= backlogLimit / 2)
+    }
+
+    /// What the holder must do when it is done with its own item.
+    @usableFromInline enum Release: Equatable {
+        /// Nothing was pending: the lane is idle again.
+        case released
+        /// Updaters arrived meanwhile: the caller still holds the lane and must combine.
+        case combine
+    }
+
+    @inlinable
+    mutating func release(thread: UInt) -> Release {
+        assertHeld(by: thread)
+        if pending.isEmpty {
+            busy = false
+            return .released
+        }
+        return .combine
+    }
+
+    /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `false`:
+    /// nothing was pending, and the lane is idle again.
+    @inlinable
+    mutating func takeBatch(thread: UInt, upTo limit: Int, into buffer: inout [LaneItem]) -> Bool {
+        assertHeld(by: thread)
+        if pending.isEmpty {
+            busy = false
+            return false
+        }
+        pending.take(upTo: limit, into: &buffer)
+        progress &+= 1
+        return true
+    }
+
+    /// The holder's combining turn is over (its budget ran out): the lane is given up with what is left in it.
+    /// `true`: work is left, and the caller must make sure someone takes it (the store's queue).
+    @inlinable
+    mutating func endTurn(thread: UInt) -> Bool {
+        assertHeld(by: thread)
+        busy = false
+        return !pending.isEmpty
+    }
+
+    /// The store's queue takes the lane if it is idle with work pending. `true`: it holds the lane now.
+    @inlinable
+    mutating func takeForQueue(thread: UInt) -> Bool {
+        guard !busy, !pending.isEmpty else { return false }
+        take(thread: thread)
+        return true
+    }
+
+    /// The store became ready: hands over what was held, in order. Items dispatched while those run are held too,
+    /// so call again until it returns `nil`, which marks the store ready.
+    @inlinable
+    mutating func takeHeld() -> [HeldItem]? {
+        guard let items = held, !items.isEmpty else {
+            held = nil
+            return nil
+        }
+        held = []
+        return items
+    }
+
+    @inlinable
+    mutating func take(thread: UInt) {
+        assert(!busy, "the lane was taken twice")
+        busy = true
+        owner = thread
+    }
+
+    /// Debug builds check that only the lane's holder does the holder's work (swift-nio's habit for event loops).
+    @inlinable
+    func assertHeld(by thread: UInt, _ what: StaticString = #function) {
+        assert(busy && owner == thread, "\(what) called by a thread that does not hold the lane")
+    }
+}

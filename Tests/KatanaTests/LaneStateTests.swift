@@ -1,0 +1,160 @@
+@testable import Katana
+import Testing
+
+/// The lane's rules as plain values: no threads, locks or clocks (threads are just numbers here).
+@Suite struct LaneStateTests {
+    let a: UInt = 0xA000, b: UInt = 0xB000, c: UInt = 0xC000
+
+    func item(from thread: UInt) -> LaneItem {
+        var item = LaneItem(updater: Increment(), cell: nil, id: 0, parentID: 0, name: nil, bypass: false)
+        item.slot = LaneQueue.slot(of: thread)
+        return item
+    }
+
+    func ready(limit: Int? = nil) -> LaneState {
+        var lane = LaneState(backlogLimit: limit)
+        let r1 = lane.takeHeld()
+        #expect(r1 == nil)
+        return lane
+    }
+
+    @Test func beforeReadinessEverythingIsHeldAndHandedOverInOrder() {
+        var lane = LaneState(backlogLimit: nil)
+        let r2 = lane.arrive(thread: a)
+        #expect(r2 == .hold)
+        lane.hold(.updater(item(from: a)))
+        let r3 = lane.arrive(thread: b)
+        #expect(r3 == .hold)
+        lane.hold(.updater(item(from: b)))
+        // A held item re-entered by readiness goes to the lane even though the store is not marked ready yet.
+        let r4 = lane.arrive(thread: c, ignoringHeld: true)
+        #expect(r4 == .applyInline)
+        let r5 = lane.release(thread: c)
+        #expect(r5 == .released)
+        let r6 = lane.takeHeld()
+        #expect(r6?.count == 2)
+        #expect(lane.isHeld, "still held until a round finds nothing more")
+        let r7 = lane.takeHeld()
+        #expect(r7 == nil)
+        #expect(!lane.isHeld)
+        let r8 = lane.arrive(thread: a)
+        #expect(r8 == .applyInline)
+    }
+
+    @Test func anIdleLaneIsTakenByTheDispatcherAndABusyOneQueues() {
+        var lane = ready()
+        let r9 = lane.arrive(thread: a)
+        #expect(r9 == .applyInline)
+        #expect(lane.busy && lane.owner == a)
+        let r10 = lane.arrive(thread: b)
+        #expect(r10 == .enqueue)
+        lane.enqueue(item(from: b))
+        // Work arrived while A applied its own: A keeps the lane and combines.
+        let r11 = lane.release(thread: a)
+        #expect(r11 == .combine)
+        var batch: [LaneItem] = []
+        let r12 = lane.takeBatch(thread: a, upTo: 10, into: &batch)
+        #expect(r12)
+        #expect(batch.count == 1 && lane.progress == 1)
+        batch.removeAll()
+        let r13 = lane.takeBatch(thread: a, upTo: 10, into: &batch)
+        #expect(!r13, "nothing left: the lane is idle again")
+        #expect(!lane.busy)
+    }
+
+    @Test func aTurnThatRunsOutOfBudgetLeavesWorkForTheNextDispatcherOrTheQueue() {
+        var lane = ready()
+        let r14 = lane.arrive(thread: a)
+        #expect(r14 == .applyInline)
+        for _ in 0..<3 { lane.enqueue(item(from: b)) }
+        var batch: [LaneItem] = []
+        let r15 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        #expect(r15)
+        let r16 = lane.endTurn(thread: a)
+        #expect(r16, "work is left: someone must take it")
+        #expect(!lane.busy)
+        // The next dispatcher finds work left behind: it takes the lane and combines, behind that work.
+        let r17 = lane.arrive(thread: c)
+        #expect(r17 == .enqueueAndCombine)
+        #expect(lane.owner == c)
+        let r18 = lane.takeForQueue(thread: b)
+        #expect(!r18, "the queue does not take a lane someone holds")
+        let r19 = lane.endTurn(thread: c)
+        #expect(r19, "two items are still left: the queue must take them")
+        let r20 = lane.takeForQueue(thread: b)
+        #expect(r20)
+        #expect(lane.owner == b)
+    }
+
+    @Test func theFloodPolicyHoldsOnlyProducersThatAlreadyHaveItemsQueued() {
+        var lane = ready(limit: 4)
+        let r21 = lane.arrive(thread: a)
+        #expect(r21 == .applyInline)  // A holds the lane (a slow updater, say)
+        for _ in 0..<4 {
+            let r22 = lane.arrive(thread: b)
+            #expect(r22 == .enqueue)
+            lane.enqueue(item(from: b))
+        }
+        let r23 = lane.arrive(thread: b)
+        #expect(r23 == .waitForRoom, "B is flooding a full lane")
+        let r24 = lane.arrive(thread: c)
+        #expect(r24 == .enqueue, "C has nothing queued: it never waits")
+        let r25 = lane.arrive(thread: a)
+        #expect(r25 == .enqueue, "the holder never waits for itself")
+        let r26 = lane.arrive(thread: b, canWait: false)
+        #expect(r26 == .enqueue, "re-enqueued items never wait")
+        // Waking: only once the backlog is down to half the limit, or the lane is given up.
+        lane.roomWaiters = 1
+        #expect(!lane.shouldWakeProducers)
+        var batch: [LaneItem] = []
+        let r27 = lane.takeBatch(thread: a, upTo: 2, into: &batch)
+        #expect(r27)
+        #expect(lane.shouldWakeProducers)
+        let r28 = lane.arrive(thread: b)
+        #expect(r28 == .enqueue)
+    }
+
+    @Test func aStalledLaneStopsHoldingProducersUntilItMovesAgain() {
+        var lane = ready(limit: 2)
+        let r29 = lane.arrive(thread: a)
+        #expect(r29 == .applyInline)
+        lane.enqueue(item(from: b))
+        lane.enqueue(item(from: b))
+        let r30 = lane.arrive(thread: b)
+        #expect(r30 == .waitForRoom)
+        // Woken in time: not a stall, B waits again.
+        lane.waitEnded(woken: true, progressWhenWaitBegan: lane.progress)
+        let r31 = lane.arrive(thread: b)
+        #expect(r31 == .waitForRoom)
+        // The stall timeout ran out with a batch taken meanwhile: busy, not stalled.
+        let before = lane.progress
+        var batch: [LaneItem] = []
+        let r32 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        #expect(r32)
+        lane.enqueue(item(from: b))
+        lane.waitEnded(woken: false, progressWhenWaitBegan: before)
+        let r33 = lane.arrive(thread: b)
+        #expect(r33 == .waitForRoom)
+        // The timeout ran out and nothing moved: stalled, so B goes in.
+        lane.waitEnded(woken: false, progressWhenWaitBegan: lane.progress)
+        let r34 = lane.arrive(thread: b)
+        #expect(r34 == .enqueue)
+        // As soon as the lane moves again, the policy holds again.
+        batch.removeAll()
+        let r35 = lane.takeBatch(thread: a, upTo: 0, into: &batch)
+        #expect(r35)
+        lane.enqueue(item(from: b))
+        #expect(lane.pending.count >= 2)
+        let r36 = lane.arrive(thread: b)
+        #expect(r36 == .waitForRoom)
+    }
+
+    @Test func withoutALimitNobodyWaits() {
+        var lane = ready(limit: nil)
+        let r37 = lane.arrive(thread: a)
+        #expect(r37 == .applyInline)
+        for _ in 0..<10_000 { lane.enqueue(item(from: b)) }
+        let r38 = lane.arrive(thread: b)
+        #expect(r38 == .enqueue)
+    }
+}
