@@ -5,8 +5,9 @@ import Synchronization
 /// Unsubscribes a listener added with `addListener`. Calling it more than once is harmless.
 public typealias StoreUnsubscribe = @Sendable () -> Void
 
-/// A store seen without its dependency type: for code that reads state and dispatches but must not reach the
-/// dependencies (views, routers, reducers).
+/// A store seen with both its state and its dependency types erased (Katana's name): for code that works with
+/// stores of any state, such as interceptors and libraries. Code that knows the state type but must not reach the
+/// dependencies (views, routers, reducers) takes a ``PartialStore`` instead, which keeps the state typed.
 public protocol AnyStore: AnyObject, Sendable {
     /// The current state, erased.
     var anyState: any State { get }

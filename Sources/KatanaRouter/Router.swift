@@ -48,7 +48,8 @@ public final class Router<S: RoutableState>: Sendable {
     let rootRoutable: any Routable
     let timeout: Duration
     let onIssue: @Sendable (RouterIssue) -> Void
-    let tracer: any TraceBackend
+    /// The store's trace backend, if it records transitions (see `TransitionTraceBackend`).
+    let tracer: (any TransitionTraceBackend)?
     let queue = TransitionQueue()
 
     /// - Parameters:
@@ -62,7 +63,7 @@ public final class Router<S: RoutableState>: Sendable {
         self.timeout = timeout
         let logger = Logger(label: "katana.router")
         self.onIssue = onIssue ?? { logger.error("\($0)") }
-        tracer = store.configuration.traceBackend ?? KatanaTracing.backend
+        tracer = (store.configuration.traceBackend ?? KatanaTracing.backend) as? any TransitionTraceBackend
     }
 
     /// Starts following the store: the current navigation state is shown first (from an empty one), then every
@@ -165,13 +166,13 @@ struct RouterEngine {
     let root: any Routable
     let timeout: Duration
     let onIssue: @Sendable (RouterIssue) -> Void
-    let tracer: any TraceBackend
+    let tracer: (any TransitionTraceBackend)?
     /// What the routables show now.
     var shown = NavigationState()
     /// The routable of each shown destination that has one.
     var routables: [UUID: any Routable] = [:]
 
-    init(root: any Routable, timeout: Duration, onIssue: @escaping @Sendable (RouterIssue) -> Void, tracer: any TraceBackend) {
+    init(root: any Routable, timeout: Duration, onIssue: @escaping @Sendable (RouterIssue) -> Void, tracer: (any TransitionTraceBackend)?) {
         self.root = root
         self.timeout = timeout
         self.onIssue = onIssue
@@ -183,14 +184,14 @@ struct RouterEngine {
         let changes = NavigationDiff.changes(from: shown, to: next)
         let transitionID = KatanaTracing.nextID()
         let transitionName = TraceName("navigation")
-        if tracer.isEnabled { tracer.transitionBegin(transitionID: transitionID, name: transitionName) }
+        if let tracer, tracer.isEnabled { tracer.transitionBegin(transitionID: transitionID, name: transitionName) }
         var registeredNow = Set<UUID>()
         var allOK = true
         for change in changes {
             allOK = await perform(change, registeredNow: &registeredNow) && allOK
         }
         shown = next
-        if tracer.isEnabled {
+        if let tracer, tracer.isEnabled {
             tracer.transitionEnd(transitionID: transitionID, name: transitionName, outcome: allOK ? .ok : .error)
         }
     }
@@ -209,7 +210,7 @@ struct RouterEngine {
         }
         let callID = KatanaTracing.nextID()
         let name = TraceName(Self.traceName(change))
-        if tracer.isEnabled { tracer.transitionBegin(transitionID: callID, name: name) }
+        if let tracer, tracer.isEnabled { tracer.transitionBegin(transitionID: callID, name: name) }
         let outcome: CallOutcome<Sendable?> = await call(timeout) { () async throws -> Sendable? in
             switch change {
             case let .push(destination, _): return try await routable.push(destination) as Sendable
@@ -251,7 +252,7 @@ struct RouterEngine {
             ok = false
         }
         if !ok, case let .pop(destination, _) = change { forget(destination, registeredNow) }
-        if tracer.isEnabled { tracer.transitionEnd(transitionID: callID, name: name, outcome: ok ? .ok : .error) }
+        if let tracer, tracer.isEnabled { tracer.transitionEnd(transitionID: callID, name: name, outcome: ok ? .ok : .error) }
         return ok
     }
 

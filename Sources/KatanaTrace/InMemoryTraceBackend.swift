@@ -1,7 +1,7 @@
 import Foundation
 
 /// Records every event in memory, in emission order, so tests can assert on what a store traced.
-public final class InMemoryTraceBackend: TraceBackend, @unchecked Sendable {
+public final class InMemoryTraceBackend: TransitionTraceBackend, @unchecked Sendable {
     /// One recorded event.
     public enum Event: Sendable, Equatable {
         case enqueue(DispatchEnqueueEvent)

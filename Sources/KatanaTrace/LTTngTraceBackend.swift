@@ -6,7 +6,7 @@ import CLTTng
 /// Record with `lttng create S && lttng enable-event -u 'katana:*' && lttng start`, run, `lttng stop`,
 /// `babeltrace2 ~/lttng-traces/S*`. If the session daemon is missing or dies, the tracepoints stay disabled
 /// and the application carries on unaffected.
-public struct LTTngTraceBackend: TraceBackend {
+public struct LTTngTraceBackend: TransitionTraceBackend {
     public static let shared = LTTngTraceBackend()
 
     /// Whether this build has the tracepoint provider compiled in (the `LTTng` package trait).

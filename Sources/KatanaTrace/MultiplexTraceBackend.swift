@@ -1,6 +1,6 @@
 /// Sends every event to several backends, in order. Enabled when any of them is; an event goes to each backend
 /// that is enabled at that moment.
-public struct MultiplexTraceBackend: TraceBackend {
+public struct MultiplexTraceBackend: TransitionTraceBackend {
     public let backends: [any TraceBackend]
 
     public init(_ backends: [any TraceBackend]) { self.backends = backends }
@@ -17,9 +17,13 @@ public struct MultiplexTraceBackend: TraceBackend {
         for b in backends where b.isEnabled { b.listenersNotified(storeID: storeID, changes: changes, listeners: listeners) }
     }
     public func transitionBegin(transitionID: UInt64, name: TraceName) {
-        for b in backends where b.isEnabled { b.transitionBegin(transitionID: transitionID, name: name) }
+        for case let b as any TransitionTraceBackend in backends where b.isEnabled {
+            b.transitionBegin(transitionID: transitionID, name: name)
+        }
     }
     public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {
-        for b in backends where b.isEnabled { b.transitionEnd(transitionID: transitionID, name: name, outcome: outcome) }
+        for case let b as any TransitionTraceBackend in backends where b.isEnabled {
+            b.transitionEnd(transitionID: transitionID, name: name, outcome: outcome)
+        }
     }
 }

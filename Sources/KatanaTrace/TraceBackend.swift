@@ -14,7 +14,13 @@ public protocol TraceBackend: Sendable {
     func storeReady(storeID: UInt64, stateType: TraceName)
     /// `listeners` listeners were handed `changes` (old, new) pairs in one batch.
     func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32)
-    /// A navigation transition (KatanaRouter) started / finished. `transitionID` pairs the two.
+}
+
+/// A backend that also records navigation transitions (KatanaRouter): its own protocol, so the Store's backend
+/// vocabulary is only the Store's. The router traces through the store's backend when it is one of these
+/// (the in-memory, LTTng and multiplex backends are) and skips transitions otherwise.
+public protocol TransitionTraceBackend: TraceBackend {
+    /// A navigation transition, or one routable call inside it, started / finished. `transitionID` pairs the two.
     func transitionBegin(transitionID: UInt64, name: TraceName)
     func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome)
 }
@@ -22,8 +28,6 @@ public protocol TraceBackend: Sendable {
 extension TraceBackend {
     public func storeReady(storeID: UInt64, stateType: TraceName) {}
     public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {}
-    public func transitionBegin(transitionID: UInt64, name: TraceName) {}
-    public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {}
 }
 
 /// Discards everything and answers `isEnabled == false`, so a traced Store pays one check per dispatch.
