@@ -128,9 +128,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     /// Takes the state lock to apply updaters, noting which thread holds it (see `state`).
     @inlinable
-    final func lockStateForApplying() {
+    final func lockStateForApplying(thread: UInt = currentThreadID) {
         stateLock.lock()
-        applyingThread.store(currentThreadID, ordering: .relaxed)
+        applyingThread.store(thread, ordering: .relaxed)
     }
 
     @inlinable
@@ -274,8 +274,8 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         let (id, name) = traceIdentity(of: type)
         var item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
 
-        laneLock.lock()
         let thread = currentThreadID
+        laneLock.lock()
         var arrival = lane.arrive(thread: thread)
         if arrival == .waitForRoom { arrival = waitForRoom(thread: thread) }
         switch arrival {
@@ -297,7 +297,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             // lane back, without touching the batch buffers.
             if id != 0 { traceBegin(item, lane: .updaterInline) }
             var failure: KatanaError?
-            lockStateForApplying()
+            lockStateForApplying(thread: thread)
             if listeners.isEmpty {
                 do { try updater._apply(to: &_state) } catch { failure = error }
                 unlockStateAfterApplying()
@@ -314,7 +314,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
                 // No listeners_notified here: an inline change reaches the listeners before dispatch_end.
                 traceEnd(item, lane: .updaterInline, outcome: failure == nil ? .ok : .error)
             }
-            releaseLane()
+            releaseLane(thread: thread)
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
 
@@ -331,7 +331,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             launchSideEffect(sideEffect, cell: cell, parentID: parentID)
             handle = DispatchHandle(cell)
         }
-        releaseLane()
+        releaseLane(thread: thread)
         return handle
     }
 
@@ -411,9 +411,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
 
     /// Gives the lane up; items that arrived meanwhile are applied first (see `combine`).
     @inlinable
-    final func releaseLane() {
+    final func releaseLane(thread: UInt = currentThreadID) {
         laneLock.lock()
-        let release = lane.release(thread: currentThreadID)
+        let release = lane.release(thread: thread)
         laneLock.unlock()
         if release == .combine { combine() }
     }
@@ -461,8 +461,9 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     /// pending, gives the lane up and returns nil. Called only by the lane holder.
     @inlinable
     final func drainBatch(lane: DispatchLane, limit: Int) -> Int? {
+        let thread = currentThreadID
         laneLock.lock()
-        guard self.lane.takeBatch(thread: currentThreadID, upTo: limit, into: &drainBuffer) else {
+        guard self.lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer) else {
             laneLock.unlock()
             return nil
         }
@@ -474,18 +475,13 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         let count = drainBuffer.count
         if chain == nil {
             // No interceptors: apply the whole batch under one acquisition of the state lock.
-            lockStateForApplying()
+            lockStateForApplying(thread: thread)
             for item in drainBuffer {
                 if let cell = item.cell, !cell.claimForLane() {
                     skipCancelled(item, cell: cell, lane: lane)
                     continue
                 }
-                if item.id != 0 { traceBegin(item, lane: lane) }
-                var failure: KatanaError?
-                do { try applyLocked(item.updater, recordChanges: record) } catch { failure = error }
-                if item.id != 0 {
-                    traceEnd(item, lane: lane, outcome: failure == nil ? .ok : .error)
-                }
+                let failure = applyTracedLocked(item, lane: lane, recordChanges: record)
                 if let cell = item.cell { finished.append((cell, failure)) }
             }
             unlockStateAfterApplying()
@@ -559,23 +555,27 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
             skipCancelled(item, cell: cell, lane: lane)
             return .skipped
         }
+        guard let chain, !item.bypass else {
+            lockStateForApplying()
+            defer { unlockStateAfterApplying() }
+            return .done(applyTracedLocked(item, lane: lane, recordChanges: recordChanges))
+        }
+        // Through the interceptors: begin and end bracket the whole chain (the updater is applied by `next`).
         if item.id != 0 { traceBegin(item, lane: lane) }
-        var result = LaneResult.done(nil)
-        var outcome = DispatchOutcome.ok
-        if let chain, !item.bypass {
-            (result, outcome) = runUpdaterChain(item.updater, chain, recordChanges: recordChanges)
-        } else {
-            do {
-                try apply(item.updater, recordChanges: recordChanges)
-            } catch {
-                result = .done(error)
-                outcome = .error
-            }
-        }
-        if item.id != 0 {
-            traceEnd(item, lane: lane, outcome: outcome)
-        }
+        let (result, outcome) = runUpdaterChain(item.updater, chain, recordChanges: recordChanges)
+        if item.id != 0 { traceEnd(item, lane: lane, outcome: outcome) }
         return result
+    }
+
+    /// Applies one updater past the interceptors, between its `dispatch_begin` and `dispatch_end`; returns what it
+    /// threw. The caller holds `stateLock` and the lane.
+    @inlinable
+    final func applyTracedLocked(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> KatanaError? {
+        if item.id != 0 { traceBegin(item, lane: lane) }
+        var failure: KatanaError?
+        do { try applyLocked(item.updater, recordChanges: recordChanges) } catch { failure = error }
+        if item.id != 0 { traceEnd(item, lane: lane, outcome: failure == nil ? .ok : .error) }
+        return failure
     }
 
     @inlinable
