@@ -44,7 +44,7 @@ struct LaneState {
     /// A new updater from thread `thread`. With `ignoringHeld`, an item that was held already
     /// (or forwarded by an interceptor) goes to the lane even before the store is marked ready. `canWait: false`
     /// for items that must never wait for room (re-enqueued ones).
-    @inlinable
+    @inlinable @inline(__always)
     mutating func arrive(thread: UInt, ignoringHeld: Bool = false, canWait: Bool = true) -> Arrival {
         if !ignoringHeld, isHeld { return .hold }
         if busy {
@@ -88,7 +88,7 @@ struct LaneState {
         case combine
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     mutating func release(thread: UInt) -> Release {
         assertHeld(by: thread)
         if pending.isEmpty {
@@ -141,7 +141,7 @@ struct LaneState {
         return items
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     mutating func take(thread: UInt) {
         assert(!busy, "the lane was taken twice")
         busy = true

@@ -410,7 +410,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     }
 
     /// Gives the lane up; items that arrived meanwhile are applied first (see `combine`).
-    @inlinable
+    @inlinable @inline(__always)
     final func releaseLane(thread: UInt = currentThreadID) {
         laneLock.lock()
         let release = lane.release(thread: thread)
