@@ -89,18 +89,18 @@ final class HandleCell: @unchecked Sendable {
     /// Such handles only report completion, whatever the item (or an interceptor's replacement) produced.
     @usableFromInline let acceptsVoid: Bool
     @usableFromInline let phase = Atomic<UInt8>(Phase.waiting)
-    @usableFromInline var outcome: Outcome?
-    @usableFromInline var waiter: Waiter?
-    @usableFromInline var moreWaiters: [Waiter] = []
+    @usableFromInline @exclusivity(unchecked) var outcome: Outcome?
+    @usableFromInline @exclusivity(unchecked) var waiter: Waiter?
+    @usableFromInline @exclusivity(unchecked) var moreWaiters: [Waiter] = []
     /// Waiters whose task was cancelled before they were registered (rare).
-    @usableFromInline var cancelledTokens: [UInt64] = []
-    @usableFromInline var nextToken: UInt64 = 0
+    @usableFromInline @exclusivity(unchecked) var cancelledTokens: [UInt64] = []
+    @usableFromInline @exclusivity(unchecked) var nextToken: UInt64 = 0
     /// The task running a side effect's body, so `cancel()` can cancel it.
-    @usableFromInline var task: Task<Void, Never>?
+    @usableFromInline @exclusivity(unchecked) var task: Task<Void, Never>?
     /// Side effects dispatched through this side effect's context (finished ones are pruned now and then):
     /// cancelled with it. They share this cell's lock (one per store), so their outcomes can be read under it.
-    @usableFromInline var children: [HandleCell] = []
-    @usableFromInline var pruneChildrenAt = 8
+    @usableFromInline @exclusivity(unchecked) var children: [HandleCell] = []
+    @usableFromInline @exclusivity(unchecked) var pruneChildrenAt = 8
 
     @inlinable
     init(lock: Lock, acceptsVoid: Bool) {

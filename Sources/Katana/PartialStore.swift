@@ -41,7 +41,7 @@ protocol StoreInternals: AnyStore {
 /// - Tracing: every dispatch emits `dispatch_enqueue`, `dispatch_begin` and `dispatch_end` to the store's
 ///   trace backend (LTTng by default), sharing one id; items dispatched from a side effect carry its id as
 ///   `parent_id`.
-public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
+public class PartialStore<S: State>: StoreInternals, SideEffectHost, @unchecked Sendable {
     // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
     // beside it, or owned by the lane holder — the one thread that took the lane (`lane.busy`) under `laneLock`; ownership
     // passes between threads only through `laneLock`, which orders the accesses. `chain` is written once, in
@@ -75,7 +75,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
 
     @usableFromInline final let sideEffects: SideEffectRegistry
-    @usableFromInline final let weakStore = WeakStore<S>()
+    @usableFromInline final let weakStore = WeakHost()
     @usableFromInline final let updaterQueue: DispatchQueue
     @usableFromInline final let listenersAreInline: Bool
 
@@ -88,7 +88,7 @@ public class PartialStore<S: State>: StoreInternals, @unchecked Sendable {
         self.sideEffects = SideEffectRegistry(tracer: tracer)
         self.room = Lock.Condition(laneLock)
         self.lane = LaneState(backlogLimit: configuration.backlogLimit)
-        weakStore.store = self
+        weakStore.host = self
     }
 
     deinit {

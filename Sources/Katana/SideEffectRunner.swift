@@ -8,9 +8,9 @@ import Synchronization
 final class SideEffectRegistry: @unchecked Sendable {
     // `running` and `closed` are guarded by `lock`; `tracer` is immutable.
     @usableFromInline let lock = Lock()
-    @usableFromInline var running: [ObjectIdentifier: HandleCell] = [:]
+    @usableFromInline @exclusivity(unchecked) var running: [ObjectIdentifier: HandleCell] = [:]
     /// Set when the store is released: nothing more starts.
-    @usableFromInline var closed = false
+    @usableFromInline @exclusivity(unchecked) var closed = false
     @usableFromInline let tracer: any TraceBackend
     /// `running.count`, readable without the lock (for traces' `parallelism` and `sideEffectsRunning`).
     @usableFromInline let inFlight = Atomic<Int>(0)
@@ -48,12 +48,20 @@ final class SideEffectRegistry: @unchecked Sendable {
     }
 }
 
+/// What a side effect's task needs from its store: not generic, so the task's code (in `SideEffectRunner`) runs
+/// without looking up the store's generic type metadata on every side effect.
+@usableFromInline
+protocol SideEffectHost: AnyObject, Sendable {
+    /// Runs the interceptors for a side effect, on its task, before its body.
+    func intercept(_ item: SideEffectItem) -> SideEffectStep
+}
+
 /// A weak reference to a store that side-effect tasks can hold.
 @usableFromInline
-final class WeakStore<S: State>: @unchecked Sendable {
-    // `store` is written once, in the store's init before the store is shared, and read-only afterwards (a weak
+final class WeakHost: @unchecked Sendable {
+    // `host` is written once, in the store's init before the store is shared, and read-only afterwards (a weak
     // load is atomic with respect to the object's deinit).
-    @usableFromInline weak var store: PartialStore<S>?
+    @usableFromInline weak var host: (any SideEffectHost)?
     init() {}
 }
 
@@ -73,13 +81,17 @@ extension PartialStore {
     @inlinable
     final func start(_ item: SideEffectItem) {
         let registry = sideEffects
-        let weakSelf = weakStore
-        let task = Task { await PartialStore.run(item, registry: registry, store: weakSelf) }
+        let host = weakStore
+        let task = Task { await SideEffectRunner.run(item, registry: registry, host: host) }
         item.cell.attach(task)
     }
+}
 
+/// A side effect's task, from claim to resolution.
+@usableFromInline
+enum SideEffectRunner {
     @usableFromInline
-    static func run(_ item: SideEffectItem, registry: SideEffectRegistry, store: WeakStore<S>) async {
+    static func run(_ item: SideEffectItem, registry: SideEffectRegistry, host: WeakHost) async {
         let cell = item.cell
         guard cell.claim() else {
             // Cancelled before it started: the handle already says so.
@@ -99,7 +111,7 @@ extension PartialStore {
                 id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
                 parallelism: UInt32(clamping: parallelism)))
         }
-        var (outcome, resolution) = await execute(item, store: store)
+        var (outcome, resolution) = await execute(item, host: host)
         if cell.isCancelled {
             outcome = .cancelled
             if resolution != nil { resolution = .failure(CancellationError()) }
@@ -115,8 +127,8 @@ extension PartialStore {
 
     /// Runs the interceptors (holding the store only while they run), then the body (holding it not at all).
     @usableFromInline
-    static func execute(_ item: SideEffectItem, store: WeakStore<S>) async -> (DispatchOutcome, HandleCell.Outcome?) {
-        switch prepare(item, store: store) {
+    static func execute(_ item: SideEffectItem, host: WeakHost) async -> (DispatchOutcome, HandleCell.Outcome?) {
+        switch prepare(item, host: host) {
         case let .done(outcome, resolution):
             return (outcome, resolution)
         case let .body(sideEffect, context):
@@ -131,8 +143,8 @@ extension PartialStore {
 
     /// The synchronous part: the store is retained only inside this call.
     @usableFromInline
-    static func prepare(_ item: SideEffectItem, store weakStore: WeakStore<S>) -> SideEffectStep {
-        guard let store = weakStore.store else { return .done(.error, .failure(KatanaError.storeReleased)) }
-        return store.intercept(item)
+    static func prepare(_ item: SideEffectItem, host weakHost: WeakHost) -> SideEffectStep {
+        guard let host = weakHost.host else { return .done(.error, .failure(KatanaError.storeReleased)) }
+        return host.intercept(item)
     }
 }
