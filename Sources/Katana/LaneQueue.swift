@@ -37,7 +37,12 @@ struct LaneQueue {
         let available = count
         if head == 0, limit >= available {
             swap(&items, &buffer)  // the common case: everything, with no copying
-            for slot in 0..<Self.slotCount { queuedBySlot[slot] = 0 }
+            if available < Self.slotCount {
+                // A short batch (the contended case): undo its own counts rather than clear every slot.
+                for item in buffer where item.slot != Self.noSlot { queuedBySlot[Int(item.slot)] &-= 1 }
+            } else {
+                for slot in 0..<Self.slotCount { queuedBySlot[slot] = 0 }
+            }
             return
         }
         let taken = Swift.min(limit, available)

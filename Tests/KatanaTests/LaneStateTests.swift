@@ -158,3 +158,38 @@ import Testing
         #expect(r38 == .enqueue)
     }
 }
+
+/// The lane queue's per-producer counts, which the flood policy reads: right after every kind of take.
+@Suite struct LaneQueueTests {
+    func item(slot: UInt8) -> LaneItem {
+        var item = LaneItem(updater: Increment(), cell: nil, id: 0, parentID: 0, name: nil, bypass: false)
+        item.slot = slot
+        return item
+    }
+
+    @Test func countsFollowEveryTake() {
+        var queue = LaneQueue()
+        var buffer: [LaneItem] = []
+        for slot: UInt8 in [1, 1, 2, LaneQueue.noSlot] { queue.append(item(slot: slot)) }
+        #expect(queue.hasQueued(slot: 1) && queue.hasQueued(slot: 2) && !queue.hasQueued(slot: 3))
+        #expect(!queue.hasQueued(slot: LaneQueue.noSlot))
+        queue.take(upTo: 2, into: &buffer)  // a prefix: both of slot 1's
+        #expect(buffer.count == 2 && queue.count == 2)
+        #expect(!queue.hasQueued(slot: 1) && queue.hasQueued(slot: 2))
+        buffer.removeAll()
+        queue.take(upTo: .max, into: &buffer)  // the rest
+        #expect(!queue.hasQueued(slot: 2) && queue.isEmpty)
+        // A short batch taken whole, then a long one.
+        buffer.removeAll()
+        for _ in 0..<3 { queue.append(item(slot: 5)) }
+        queue.take(upTo: .max, into: &buffer)
+        #expect(!queue.hasQueued(slot: 5))
+        buffer.removeAll()
+        for index in 0..<200 { queue.append(item(slot: UInt8(index % 64))) }
+        queue.take(upTo: .max, into: &buffer)
+        #expect(buffer.count == 200)
+        #expect((0..<64).allSatisfy { !queue.hasQueued(slot: UInt8($0)) })
+        queue.append(item(slot: 7))
+        #expect(queue.hasQueued(slot: 7) && !queue.hasQueued(slot: 8))
+    }
+}
