@@ -91,6 +91,10 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "Katana6CompatibilityTests",
+            dependencies: ["Katana", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
             name: "KatanaReduxTests",
             dependencies: ["KatanaRedux", "Katana", "KatanaTrace"]
         ),

@@ -60,6 +60,17 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
     }
 }
 
+extension DispatchHandle where Value == any Sendable {
+    /// The same item's handle, seen with the value type `T` (checked when awaited, as every pending handle's is).
+    @inlinable
+    func retyped<T: Sendable>(as: T.Type) -> DispatchHandle<T> {
+        switch storage {
+        case let .pending(cell): DispatchHandle<T>(cell)
+        case let .resolved(result): DispatchHandle<T>(resolved: HandleCell.typed(result, as: T.self))
+        }
+    }
+}
+
 /// The shared, one-shot completion behind a pending handle. Not generic, so the lane resolves a batch of
 /// handles without any runtime type lookups; the value is checked against the handle's type when awaited.
 /// Every cell of a store shares the store's completion lock, so a batch resolves under one acquisition.

@@ -15,11 +15,28 @@ public protocol SideEffect: AnySideEffect {
 }
 
 /// A side effect that produces a value: `let user = try await store.dispatch(FetchUser()).value`.
+///
+/// Write **one** of the two `sideEffect` methods:
+/// - the typed one, `sideEffect(_: SideEffectContext<StateType, Dependencies>)`, whose context was checked against
+///   the store's types before the body runs (a mismatch rejects the handle with
+///   ``KatanaError/contextTypeMismatch(expected:got:)``);
+/// - or Katana 6's erased one, `sideEffect(_: AnySideEffectContext)`, for libraries that do not know the app's
+///   types: cast it yourself (`context as? SideEffectContext<AppState, AppDependencies>`) or dispatch through it.
+///   Its `StateType` and `Dependencies` default to ``ErasedState`` and ``EmptySideEffectDependencyContainer``.
+///
+/// Each has a default that calls the other, so the one you write is the one that runs.
 public protocol ReturningSideEffect: AnySideEffect {
-    associatedtype StateType: State
-    associatedtype Dependencies: SideEffectDependencyContainer
+    associatedtype StateType: State = ErasedState
+    associatedtype Dependencies: SideEffectDependencyContainer = EmptySideEffectDependencyContainer
     associatedtype ReturnValue: Sendable
     func sideEffect(_ context: SideEffectContext<StateType, Dependencies>) async throws -> ReturnValue
+    func sideEffect(_ context: AnySideEffectContext) async throws -> ReturnValue
+}
+
+/// The `StateType` of a ``ReturningSideEffect`` written against the erased context (Katana 6's form): it names
+/// no state type of its own, and is never a store's state.
+public struct ErasedState: State {
+    public init() {}
 }
 
 extension SideEffect {
@@ -30,6 +47,16 @@ extension SideEffect {
 
 extension ReturningSideEffect {
     public func anySideEffect(_ context: AnySideEffectContext) async throws -> any Sendable {
+        try await sideEffect(context as any AnySideEffectContext)
+    }
+
+    /// Katana 6's erased form, for a side effect that wrote the typed one: checks the context's types, then runs it.
+    public func sideEffect(_ context: AnySideEffectContext) async throws -> ReturnValue {
         try await sideEffect(context.typed(StateType.self, Dependencies.self))
+    }
+
+    /// The typed form, for a side effect that wrote Katana 6's erased one: runs that.
+    public func sideEffect(_ context: SideEffectContext<StateType, Dependencies>) async throws -> ReturnValue {
+        try await sideEffect(context as any AnySideEffectContext)
     }
 }

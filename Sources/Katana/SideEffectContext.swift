@@ -66,43 +66,57 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     }
 }
 
-/// The erased context: what interceptors and ``AnySideEffect`` receive.
-public struct AnySideEffectContext: Sendable {
-    @usableFromInline weak var store: (any StoreInternals)?
-    public let parentID: UInt64
-    @usableFromInline let scope: HandleCell?
-
-    @inlinable init(store: any StoreInternals, parentID: UInt64, scope: HandleCell? = nil) {
-        self.store = store
-        self.parentID = parentID
-        self.scope = scope
-    }
-
+/// The erased context: what interceptors and ``AnySideEffect`` receive, as in Katana 6. Every context a store hands
+/// out is a ``SideEffectContext`` of the store's own state and dependency types, so Katana 6's cast works:
+///
+/// ```swift
+/// guard let context = context as? SideEffectContext<AppState, AppDependencies> else { … }
+/// ```
+///
+/// It succeeds for the store's types and gives `nil` for any other. ``typed(_:_:)`` does the same and throws
+/// ``KatanaError/contextTypeMismatch(expected:got:)`` instead.
+public protocol AnySideEffectContext: Sendable {
+    /// The trace id of the side effect this context belongs to (0 for an interceptor's context, or when tracing
+    /// was off): what is dispatched through it is traced with it as `parent_id`.
+    var parentID: UInt64 { get }
     /// Whether the side effect this context belongs to was cancelled.
-    public var isCancelled: Bool { scope?.isCancelled ?? false }
-
-    /// The store's dependencies, or `nil` if the store is gone.
-    public var anyDependencies: (any SideEffectDependencyContainer)? { store?.anyDependencies }
-
+    var isCancelled: Bool { get }
+    /// The store's dependencies.
+    var anyDependencies: (any SideEffectDependencyContainer)? { get }
     /// The store's current state, or `nil` if the store is gone.
-    public func getAnyState() -> (any State)? { store?.anyState }
-
+    func getAnyState() -> (any State)?
     /// Dispatches any item as a child of this context's side effect (cancelled with it).
-    @discardableResult
-    public func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
-        guard let store else { return .rejected(KatanaError.storeReleased) }
-        if let scope, scope.isCancelled { return .rejected(CancellationError()) }
-        let handle = store.anyDispatch(item, parentID: parentID)
-        if let scope, case let .pending(cell) = handle.storage { scope.adopt(cell) }
-        return handle
+    @discardableResult func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable>
+}
+
+extension AnySideEffectContext {
+    /// The typed context for a side effect declaring `S` and `D`; throws when the store has other types.
+    public func typed<S: State, D: SideEffectDependencyContainer>(_: S.Type, _: D.Type) throws -> SideEffectContext<S, D> {
+        if let typed = self as? SideEffectContext<S, D> { return typed }
+        throw KatanaError.contextTypeMismatch(expected: "\(SideEffectContext<S, D>.self)", got: "\(type(of: self))")
     }
 
-    /// The typed context for a side effect declaring `S` and `D`.
-    public func typed<S: State, D: SideEffectDependencyContainer>(_: S.Type, _: D.Type) throws -> SideEffectContext<S, D> {
-        guard let store else { throw KatanaError.storeReleased }
-        guard let typed = store as? Store<S, D> else {
-            throw KatanaError.contextTypeMismatch(expected: "Store<\(S.self), \(D.self)>", got: "\(type(of: store))")
-        }
-        return SideEffectContext(store: typed, parentID: parentID, scope: scope)
+    /// Dispatches a state updater (Katana 6's `dispatch` on the erased context). A wrong state type rejects the
+    /// handle with ``KatanaError/stateTypeMismatch(expected:got:)``.
+    @discardableResult
+    public func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> { anyDispatch(updater).retyped(as: Void.self) }
+
+    /// Dispatches a state updater that may refuse (its error rejects the handle).
+    @discardableResult
+    public func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> { anyDispatch(updater).retyped(as: Void.self) }
+
+    /// Dispatches a side effect.
+    @discardableResult
+    public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> { anyDispatch(sideEffect).retyped(as: Void.self) }
+
+    /// Dispatches a returning side effect; the handle carries its value.
+    @discardableResult
+    public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
+        anyDispatch(sideEffect).retyped(as: E.ReturnValue.self)
     }
+}
+
+extension SideEffectContext: AnySideEffectContext {
+    public var anyDependencies: (any SideEffectDependencyContainer)? { dependencies }
+    public func getAnyState() -> (any State)? { store?.state }
 }

@@ -15,6 +15,10 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
 
     @usableFromInline override var anyDependencies: any SideEffectDependencyContainer { dependencies }
 
+    @usableFromInline override func makeContext(parentID: UInt64, scope: HandleCell?) -> any AnySideEffectContext {
+        SideEffectContext(store: self, parentID: parentID, scope: scope)
+    }
+
     /// A store with the state's `init()` value, no interceptors and default configuration.
     public convenience init() {
         self.init(interceptors: [], stateInitializer: { S() }, configuration: .init())
