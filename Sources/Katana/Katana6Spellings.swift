@@ -37,3 +37,8 @@ extension StoreConfiguration {
         self.init(stateInitializerAsyncProvider: .main, listenersAsyncProvider: listenersAsyncProvider)
     }
 }
+
+extension Store {
+    /// Katana 6's name for how a store builds its dependencies (what `init(…dependenciesInitializer:…)` takes).
+    public typealias DependenciesInitializer = (_ dispatch: @escaping AnyDispatch, _ getState: @escaping GetState) -> D
+}
