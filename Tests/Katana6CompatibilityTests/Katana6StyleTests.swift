@@ -122,6 +122,32 @@ func noteEveryIncrement() -> StoreInterceptor {
     }
 }
 
+/// Dispatched by the ObserverInterceptor after every purchase, and when the store starts.
+struct PurchaseObserved: DispatchObserverDispatchable, OnStartObserverDispatchable {
+    init?(dispatchedItem: Dispatchable, prevState: State, currentState: State) {}
+    init?() {}
+    func updateState(_ state: inout CounterState) { state.log.append("observed") }
+}
+extension PurchaseObserved: StateUpdater {}
+
+/// An app's interceptors, as Katana 6 sets them up.
+func appInterceptors() -> [StoreInterceptor] {
+    return [
+        DispatchableLogger.interceptor(blackList: [Note.self]),
+        ObserverInterceptor.observe([
+            .onStart([PurchaseObserved.self]),
+            .onDispatch(PurchaseProduct.self, [PurchaseObserved.self]),
+        ]),
+        middlewareToInterceptor { getState, dispatch in
+            return { next in
+                return { action in
+                    next(action)
+                }
+            }
+        },
+    ]
+}
+
 typealias AppStore = Store<CounterState, AppDependencies>
 
 @Suite struct Katana6StyleTests {
@@ -191,6 +217,14 @@ typealias AppStore = Store<CounterState, AppDependencies>
         #expect(seen.value == [11])
         unsubscribe()
         #expect(store.isReady)
+    }
+
+    @Test func anAppsInterceptorsLogObserveAndPassThrough() async throws {
+        let store = AppStore(interceptors: appInterceptors())
+        _ = try await store.dispatch(PurchaseProduct(productID: "pro", receipt: "valid-2")).value
+        for _ in 0..<1_000 where store.state.log.count < 2 { try await Task.sleep(nanoseconds: 1_000_000) }
+        #expect(store.state.log == ["observed", "observed"], "once on start, once after the purchase")
+        #expect(store.state.purchases == ["pro"])
     }
 
     @Test func middlewareToInterceptorAndTheDependenciesDispatch() async throws {
