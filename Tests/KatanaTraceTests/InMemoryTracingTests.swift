@@ -106,6 +106,34 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
         #expect(children.allSatisfy { $0.parentID == sideEffectBegin[0].id })
     }
 
+    /// Katana 6's erased form dispatches through `AnySideEffectContext.dispatch`: traced as the side effect's
+    /// children exactly as the typed context's dispatches are.
+    @Test func anErasedContextsDispatchesAreTheSideEffectsChildren() async throws {
+        struct ErasedBumpTwice: ReturningSideEffect {
+            func sideEffect(_ context: AnySideEffectContext) async throws -> Int {
+                try await context.dispatch(Bump()).value
+                context.dispatch(Bump())
+                return (context.getAnyState() as? TraceState)?.counter ?? -1
+            }
+        }
+        let backend = InMemoryTraceBackend()
+        let store = makeStore(backend)
+        #expect(try await store.dispatch(ErasedBumpTwice()).value >= 1)
+        let events = backend.events
+        expectWellFormed(events)
+        let sideEffect = try #require(events.compactMap { event -> DispatchBeginEvent? in
+            if case let .begin(e) = event, e.kind == .sideEffect { return e }
+            return nil
+        }.first)
+        #expect(sideEffect.name == TraceName.of(ErasedBumpTwice.self))
+        let children = events.compactMap { event -> DispatchEnqueueEvent? in
+            if case let .enqueue(e) = event, e.kind == .stateUpdater { return e }
+            return nil
+        }
+        #expect(children.count == 2)
+        #expect(children.allSatisfy { $0.parentID == sideEffect.id && $0.name == TraceName.of(Bump.self) })
+    }
+
     @Test func outcomesAreOkErrorAndBlocked() async throws {
         let backend = InMemoryTraceBackend()
         let blockBumps: StoreInterceptor = { _ in { next in { item in
