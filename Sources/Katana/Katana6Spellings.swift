@@ -42,3 +42,8 @@ extension Store {
     /// Katana 6's name for how a store builds its dependencies (what `init(…dependenciesInitializer:…)` takes).
     public typealias DependenciesInitializer = (_ dispatch: @escaping AnyDispatch, _ getState: @escaping GetState) -> D
 }
+
+extension Dispatchable {
+    /// Katana 6's description of a dispatched item: its type's full name (what `DispatchableLogger` logs).
+    public var debugDescription: String { String(reflecting: type(of: self)) }
+}

@@ -217,6 +217,7 @@ typealias AppStore = Store<CounterState, AppDependencies>
         #expect(seen.value == [11])
         unsubscribe()
         #expect(store.isReady)
+        #expect(IncrementCounter().debugDescription == "Katana6CompatibilityTests.IncrementCounter")
     }
 
     @Test func anAppsInterceptorsLogObserveAndPassThrough() async throws {
