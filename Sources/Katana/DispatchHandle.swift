@@ -112,6 +112,9 @@ final class HandleCell: @unchecked Sendable {
     /// cancelled with it. They share this cell's lock (one per store), so their outcomes can be read under it.
     @usableFromInline @exclusivity(unchecked) var children: [HandleCell] = []
     @usableFromInline @exclusivity(unchecked) var pruneChildrenAt = 8
+    /// A side effect's trace id (0: not traced), what its context reports as `parentID`. Written by `start` before
+    /// the side effect's task exists, read only from inside that task.
+    @usableFromInline @exclusivity(unchecked) var traceID: UInt64 = 0
 
     @inlinable
     init(lock: Lock, acceptsVoid: Bool) {

@@ -151,7 +151,7 @@ public class PartialStore<S: State>: StoreInternals, SideEffectHost, @unchecked 
 
     /// A context for a side effect (or, with no scope, for the interceptors): a `SideEffectContext` of the store's
     /// own types, so Katana 6's `context as? SideEffectContext<S, D>` works on what it receives.
-    @usableFromInline func makeContext(parentID: UInt64, scope: HandleCell?) -> any AnySideEffectContext {
+    @usableFromInline func makeContext(scope: HandleCell?) -> any AnySideEffectContext {
         fatalError("PartialStore is abstract; Store overrides makeContext")
     }
 
@@ -720,7 +720,7 @@ public class PartialStore<S: State>: StoreInternals, SideEffectHost, @unchecked 
     /// Runs the interceptors for a side effect, on its task, before its body.
     @usableFromInline
     final func intercept(_ item: SideEffectItem) -> SideEffectStep {
-        let context = makeContext(parentID: item.id, scope: item.cell)
+        let context = makeContext(scope: item.cell)
         guard let chain, !item.bypass else { return .body(item.sideEffect, context) }
         var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
         let thrown: (any Error)? = InterceptionFrames.with(&frame) {
@@ -757,7 +757,7 @@ public class PartialStore<S: State>: StoreInternals, SideEffectHost, @unchecked 
     final func becomeReady(initialState: S, interceptors: [StoreInterceptor]) {
         stateLock.withLock { _state = initialState }
         if !interceptors.isEmpty {
-            let context = makeContext(parentID: 0, scope: nil)
+            let context = makeContext(scope: nil)
             let last: StoreInterceptorNext = { [weak self] item in
                 guard let self else { throw KatanaError.storeReleased }
                 try self.interceptedNext(item)

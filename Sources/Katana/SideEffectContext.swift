@@ -6,17 +6,21 @@
 public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sendable {
     public let dependencies: D
     @usableFromInline weak var store: Store<S, D>?
-    /// The trace id of the side effect this context belongs to (0 when tracing was off).
-    public let parentID: UInt64
-    /// The handle cell of the side effect this context belongs to: what it dispatches is cancelled with it.
+    /// The handle cell of the side effect this context belongs to (nil for the interceptors' context): what it
+    /// dispatches is cancelled with it. It also holds the side effect's trace id, so a context is three words (the
+    /// dependencies, the store, the cell) and fits in an `any AnySideEffectContext` without a heap box when the
+    /// dependencies are a class or a one-word struct.
     @usableFromInline let scope: HandleCell?
 
-    @inlinable init(store: Store<S, D>, parentID: UInt64, scope: HandleCell?) {
+    @inlinable init(store: Store<S, D>, scope: HandleCell?) {
         self.store = store
         self.dependencies = store.dependencies
-        self.parentID = parentID
         self.scope = scope
     }
+
+    /// The trace id of the side effect this context belongs to (0 for the interceptors' context, or when tracing
+    /// was off).
+    @inlinable public var parentID: UInt64 { scope?.traceID ?? 0 }
 
     /// Whether the side effect this context belongs to was cancelled (``DispatchHandle/cancel()`` or its store was
     /// released). Its body also sees `Task.isCancelled`.

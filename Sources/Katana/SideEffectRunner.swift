@@ -82,6 +82,7 @@ extension PartialStore {
     final func start(_ item: SideEffectItem) {
         let registry = sideEffects
         let host = weakStore
+        item.cell.traceID = item.id
         let task = Task { await SideEffectRunner.run(item, registry: registry, host: host) }
         item.cell.attach(task)
     }

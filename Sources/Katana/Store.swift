@@ -15,8 +15,8 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
 
     @usableFromInline override var anyDependencies: any SideEffectDependencyContainer { dependencies }
 
-    @usableFromInline override func makeContext(parentID: UInt64, scope: HandleCell?) -> any AnySideEffectContext {
-        SideEffectContext(store: self, parentID: parentID, scope: scope)
+    @usableFromInline override func makeContext(scope: HandleCell?) -> any AnySideEffectContext {
+        SideEffectContext(store: self, scope: scope)
     }
 
     /// A store with the state's `init()` value, no interceptors and default configuration.

@@ -138,3 +138,16 @@ struct ForOtherStore: SideEffect {
         #expect(await eventually { store.sideEffectsRunning == 0 })
     }
 }
+
+/// A context fits an existential's inline buffer (three words) when the dependencies are a class: handing it out
+/// as `any AnySideEffectContext` allocates nothing.
+@Suite struct SideEffectContextLayoutTests {
+    final class ClassDependencies: SideEffectDependencyContainer, @unchecked Sendable {
+        init(dispatch: @escaping AnyDispatch, getState: @escaping GetState) {}
+    }
+
+    @Test func aContextIsThreeWordsWithClassDependencies() {
+        #expect(MemoryLayout<SideEffectContext<CounterState, ClassDependencies>>.size <= 3 * MemoryLayout<Int>.size)
+        #expect(MemoryLayout<SideEffectContext<CounterState, EmptySideEffectDependencyContainer>>.size <= 3 * MemoryLayout<Int>.size)
+    }
+}
