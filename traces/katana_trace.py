@@ -66,7 +66,11 @@ def read_events(path):
                     record[key] = _field(value)
                 events.append(record)
             elif kind is bt2._DiscardedEventsMessageConst:
-                discarded += message.count if message.count is not None else 1
+                # The count is the difference of two snapshots of a per-stream counter; when a full ring buffer
+                # makes packets arrive out of step it can come out "negative" (wrapped to nearly 2**64). Such a
+                # count, or none, still means events were lost: count it as one.
+                count = message.count
+                discarded += count if count is not None and 0 < count < 2**40 else 1
     except TraceError:
         raise
     except Exception as error:  # bt2 raises its own error types for unreadable or truncated traces
