@@ -11,7 +11,7 @@ enum Bounded<T: Sendable>: Sendable {
 }
 
 /// Runs `operation` and gives up waiting after `seconds` (a liveness guard: a hang fails the test instead of
-/// hanging the suite). The operation's task is cancelled when time runs out.
+/// hanging the suite; generous, because the TSan suite on two cores can hold a side effect up for tens of seconds). The operation's task is cancelled when time runs out.
 func within<T: Sendable>(seconds: Double, _ operation: @escaping @Sendable () async throws -> T) async -> Bounded<T> {
     let box = Recorder<Bounded<T>>()
     let task = Task {
@@ -100,7 +100,7 @@ struct LoopUntilRejected: SideEffect {
         let returning = store!.dispatch(ReturnSeven())
         store = nil
         deferred.runHeldWork()
-        let outcomes = await within(seconds: 30) {
+        let outcomes = await within(seconds: 120) {
             [await updater.result.isReleased, await sideEffect.result.isReleased, await returning.result.isReleased]
         }
         guard case let .finished(.success(released)) = outcomes else {
@@ -115,7 +115,7 @@ struct LoopUntilRejected: SideEffect {
         let store = makeStore()
         store.dispatch(Increment())
         let seen = Recorder<Int>()
-        let outcome = await within(seconds: 30) {
+        let outcome = await within(seconds: 120) {
             await onThread {
                 store.dispatch(ReadsStoreWhileUpdating(read: { store.state }, seen: seen))
                 store.dispatch(Increment())
@@ -138,7 +138,7 @@ struct LoopUntilRejected: SideEffect {
         let partial: PartialStore<CounterState> = store
         let erased: any AnyStore = store
         let seen = Recorder<Int>()
-        let outcome = await within(seconds: 30) {
+        let outcome = await within(seconds: 120) {
             try await store.dispatch(ReadsStoreWhileUpdating(read: { partial.state }, seen: seen)).value
             try await store.dispatch(ReadsStoreWhileUpdating(read: { erased.anyState as! CounterState }, seen: seen)).value
             try await store.dispatch(DispatchesAReader(seen: seen)).value
@@ -158,7 +158,7 @@ struct LoopUntilRejected: SideEffect {
         let seen = Recorder<Int>()
         let handle = store.dispatch(ReadsStoreWhileUpdating(read: { store.state }, seen: seen))
         await hold.release()
-        let outcome = await within(seconds: 30) { try await handle.value }
+        let outcome = await within(seconds: 120) { try await handle.value }
         #expect(outcome.finished, "a queued updater reading store.state deadlocked the lane")
         #expect(seen.all == [0])
     }
@@ -191,7 +191,7 @@ struct LoopUntilRejected: SideEffect {
         let handle = store.dispatch(SlowSideEffect(seconds: 120, sawCancellation: sawCancellation))
         #expect(await eventually { store.sideEffectsRunning == 1 })
         handle.cancel()
-        let outcome = await within(seconds: 30) { try await handle.value }
+        let outcome = await within(seconds: 120) { try await handle.value }
         #expect(outcome.error is CancellationError, "\(outcome)")
         #expect(sawCancellation.value == 1, "the body saw Task.isCancelled")
     }
@@ -205,11 +205,11 @@ struct LoopUntilRejected: SideEffect {
             let store = makeStore()
             watcher.object = store
             handle = store.dispatch(LoopUntilRejected(ended: ended))
-            #expect(await eventually(seconds: 30) { store.state.counter >= 2 })
+            #expect(await eventually(seconds: 120) { store.state.counter >= 2 })
         }
-        #expect(await eventually(seconds: 30) { watcher.object == nil }, "a running side effect kept the store alive")
+        #expect(await eventually(seconds: 120) { watcher.object == nil }, "a running side effect kept the store alive")
         let running = try #require(handle)
-        let outcome = await within(seconds: 30) { try await running.value }
+        let outcome = await within(seconds: 120) { try await running.value }
         #expect(outcome.finished, "the side effect's handle never resolved after the store went away")
         #expect(outcome.error is CancellationError || (outcome.error as? KatanaError) == .storeReleased, "\(outcome)")
     }
