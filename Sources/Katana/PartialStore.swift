@@ -151,9 +151,13 @@ public class PartialStore<S: State>: StoreInternals, SideEffectHost, @unchecked 
 
     /// A context for a side effect (or, with no scope, for the interceptors): a `SideEffectContext` of the store's
     /// own types, so Katana 6's `context as? SideEffectContext<S, D>` works on what it receives.
-    @usableFromInline func makeContext(scope: HandleCell?) -> any AnySideEffectContext {
-        fatalError("PartialStore is abstract; Store overrides makeContext")
+    @usableFromInline final func makeContext(scope: HandleCell?) -> any AnySideEffectContext {
+        contextPrototype.withScope(scope)
     }
+
+    /// A context of the store's own types with no scope, set by `Store.init` before the store is shared (see
+    /// `ScopedSideEffectContext`).
+    @usableFromInline @exclusivity(unchecked) final var contextPrototype: (any ScopedSideEffectContext)!
 
     /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).
     public final var listenerCount: Int { laneLock.withLock { listeners.count } }

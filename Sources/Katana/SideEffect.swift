@@ -40,17 +40,20 @@ public struct ErasedState: State {
 }
 
 extension SideEffect {
+    @inlinable
     public func anySideEffect(_ context: AnySideEffectContext) async throws -> any Sendable {
         try await sideEffect(context.typed(StateType.self, Dependencies.self))
     }
 }
 
 extension ReturningSideEffect {
+    @inlinable
     public func anySideEffect(_ context: AnySideEffectContext) async throws -> any Sendable {
         try await sideEffect(context as any AnySideEffectContext)
     }
 
     /// Katana 6's erased form, for a side effect that wrote the typed one: checks the context's types, then runs it.
+    @inlinable
     public func sideEffect(_ context: AnySideEffectContext) async throws -> ReturnValue {
         try await sideEffect(context.typed(StateType.self, Dependencies.self))
     }

@@ -5,15 +5,17 @@
 /// returns the state's `init()` value and dispatches are rejected with ``KatanaError/storeReleased``.
 public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sendable {
     public let dependencies: D
-    @usableFromInline weak var store: Store<S, D>?
+    @usableFromInline let reference: WeakStoreReference<S, D>
+    /// The store, while it lives.
+    @inlinable var store: Store<S, D>? { reference.store }
     /// The handle cell of the side effect this context belongs to (nil for the interceptors' context): what it
     /// dispatches is cancelled with it. It also holds the side effect's trace id, so a context is three words (the
     /// dependencies, the store, the cell) and fits in an `any AnySideEffectContext` without a heap box when the
     /// dependencies are a class or a one-word struct.
-    @usableFromInline let scope: HandleCell?
+    @usableFromInline var scope: HandleCell?
 
     @inlinable init(store: Store<S, D>, scope: HandleCell?) {
-        self.store = store
+        self.reference = store.reference
         self.dependencies = store.dependencies
         self.scope = scope
     }
@@ -95,6 +97,9 @@ public protocol AnySideEffectContext: Sendable {
 
 extension AnySideEffectContext {
     /// The typed context for a side effect declaring `S` and `D`; throws when the store has other types.
+    /// (Inlinable, so the side effect's own module specialises it: the target type's metadata is then cached there
+    /// instead of looked up on every side effect.)
+    @inlinable
     public func typed<S: State, D: SideEffectDependencyContainer>(_: S.Type, _: D.Type) throws -> SideEffectContext<S, D> {
         if let typed = self as? SideEffectContext<S, D> { return typed }
         throw KatanaError.contextTypeMismatch(expected: "\(SideEffectContext<S, D>.self)", got: "\(type(of: self))")
@@ -123,4 +128,25 @@ extension AnySideEffectContext {
 extension SideEffectContext: AnySideEffectContext {
     public var anyDependencies: (any SideEffectDependencyContainer)? { dependencies }
     public func getAnyState() -> (any State)? { store?.state }
+}
+
+/// A store keeps one context of its own types as a prototype and hands out copies with each side effect's scope:
+/// copying through the prototype's own witness table builds the existential without looking up
+/// `SideEffectContext<S, D>`'s metadata and conformance on every side effect (unspecialised generic code would).
+@usableFromInline
+protocol ScopedSideEffectContext: AnySideEffectContext {
+    mutating func setScope(_ scope: HandleCell?)
+}
+
+extension ScopedSideEffectContext {
+    @usableFromInline
+    func withScope(_ scope: HandleCell?) -> any ScopedSideEffectContext {
+        var copy = self
+        copy.setScope(scope)
+        return copy
+    }
+}
+
+extension SideEffectContext: ScopedSideEffectContext {
+    @usableFromInline mutating func setScope(_ scope: HandleCell?) { self.scope = scope }
 }

@@ -15,9 +15,9 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
 
     @usableFromInline override var anyDependencies: any SideEffectDependencyContainer { dependencies }
 
-    @usableFromInline override func makeContext(scope: HandleCell?) -> any AnySideEffectContext {
-        SideEffectContext(store: self, scope: scope)
-    }
+    /// How this store's contexts reach it weakly.
+    @usableFromInline let reference: WeakStoreReference<S, D>
+
 
     /// A store with the state's `init()` value, no interceptors and default configuration.
     public convenience init() {
@@ -48,12 +48,14 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
         configuration: Configuration = .init()
     ) {
         let reference = WeakStoreReference<S, D>()
+        self.reference = reference
         dependencies = dependenciesInitializer(
             { item in reference.store?.anyDispatch(item) ?? .rejected(KatanaError.storeReleased) },
             { reference.store?.state ?? S() }
         )
         super.init(configuration: configuration)
         reference.store = self
+        contextPrototype = SideEffectContext(store: self, scope: nil)
         configuration.stateInitializerExecutor.run { [weak self] in
             guard let self else { return }
             self.becomeReady(initialState: stateInitializer(), interceptors: interceptors)
@@ -73,8 +75,12 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
     }
 }
 
-/// Lets the dependency container's closures reach the store without keeping it alive.
-private final class WeakStoreReference<S: State, D: SideEffectDependencyContainer>: @unchecked Sendable {
+/// Lets the dependency container's closures and side-effect contexts reach the store without keeping it alive.
+/// Contexts hold this (a strong, bitwise-movable reference) rather than a weak reference of their own: a value with a
+/// weak reference cannot sit in an existential's inline buffer, so `any AnySideEffectContext` would need a heap box.
+@usableFromInline
+final class WeakStoreReference<S: State, D: SideEffectDependencyContainer>: @unchecked Sendable {
     // Written once in Store.init, before the store is visible to any other thread; read-only afterwards.
-    weak var store: Store<S, D>?
+    @usableFromInline weak var store: Store<S, D>?
+    init() {}
 }
