@@ -17,18 +17,13 @@ public protocol AnyStore: AnyObject, Sendable {
     @discardableResult func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable>
 }
 
-/// What contexts and the interceptor chain need from a store, whatever its types.
-@usableFromInline
-protocol StoreInternals: AnyStore {
-    var anyDependencies: any SideEffectDependencyContainer { get }
-    func anyDispatch(_ item: any Dispatchable, parentID: UInt64) -> DispatchHandle<any Sendable>
-}
-
 /// The state machinery shared by every `Store<S, D>`: the updater lane, listeners, readiness, side-effect
 /// launch. Hand a `PartialStore<S>` to code that must not see the store's dependencies.
 ///
 /// ## Threading contract
-/// - `dispatch` returns at once from any thread; it never waits for other dispatches' work.
+/// - `dispatch` returns at once from any thread, and applies at most the combining budget of other threads' work;
+///   the one wait is the flood policy's (`StoreConfiguration.backlogLimit`): a producer that already has updaters
+///   queued in a full lane waits for room, never while the lane is stalled.
 /// - State updaters are applied one at a time, in a single global order that respects each producer's dispatch
 ///   order, even when an earlier one is slow. When the updater lane is idle, the dispatching thread applies its
 ///   own updater before `dispatch` returns (so awaiting its handle does not suspend); when the lane is busy the
@@ -41,7 +36,7 @@ protocol StoreInternals: AnyStore {
 /// - Tracing: every dispatch emits `dispatch_enqueue`, `dispatch_begin` and `dispatch_end` to the store's
 ///   trace backend (LTTng by default), sharing one id; items dispatched from a side effect carry its id as
 ///   `parent_id`.
-public class PartialStore<S: State>: StoreInternals, SideEffectHost, @unchecked Sendable {
+public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendable {
     // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
     // beside it, or owned by the lane holder — the one thread that took the lane (`lane.busy`) under `laneLock`; ownership
     // passes between threads only through `laneLock`, which orders the accesses. `chain` is written once, in
@@ -144,10 +139,6 @@ public class PartialStore<S: State>: StoreInternals, SideEffectHost, @unchecked 
     /// Whether the state initializer has run and the interceptors are initialised. Items dispatched before
     /// that are held and run, in order, once it is.
     public final var isReady: Bool { laneLock.withLock { !lane.isHeld } }
-
-    @usableFromInline var anyDependencies: any SideEffectDependencyContainer {
-        fatalError("PartialStore is abstract; Store overrides anyDependencies")
-    }
 
     /// A context for a side effect (or, with no scope, for the interceptors): a `SideEffectContext` of the store's
     /// own types, so Katana 6's `context as? SideEffectContext<S, D>` works on what it receives.
@@ -349,8 +340,8 @@ public class PartialStore<S: State>: StoreInternals, SideEffectHost, @unchecked 
     /// waits for room: it was dispatched already.
     @inlinable
     final func enqueueExisting(_ item: LaneItem, ignoringHeld: Bool, alreadyTraced: Bool) {
-        laneLock.lock()
         let thread = currentThreadID
+        laneLock.lock()
         let arrival = lane.arrive(thread: thread, ignoringHeld: ignoringHeld, canWait: false)
         guard arrival == .applyInline else {
             enter(item, arrival, traced: !alreadyTraced)
@@ -362,7 +353,7 @@ public class PartialStore<S: State>: StoreInternals, SideEffectHost, @unchecked 
         finish(item, process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty))
         deliverChanges(to: listeners)
         resolveFinished()
-        releaseLane()
+        releaseLane(thread: thread)
     }
 
     /// Puts an item with a handle where `arrival` says (held, or queued in the lane) and traces where it went; for

@@ -13,8 +13,6 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
     /// The dependencies handed to every side effect as `context.dependencies`.
     public let dependencies: D
 
-    @usableFromInline override var anyDependencies: any SideEffectDependencyContainer { dependencies }
-
     /// How this store's contexts reach it weakly.
     @usableFromInline let reference: WeakStoreReference<S, D>
 
