@@ -1,9 +1,11 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// The `LTTng` trait (on by default) compiles the LTTng-UST tracepoint provider into `CLTTng` and makes it the
-// default tracing backend. Build with `--disable-default-traits` on a machine without liblttng-ust: tracing then
-// falls back to the no-op backend, and the in-memory backend still works.
+// Katana's library products (Katana, KatanaTrace, KatanaRedux, KatanaRouter) need no LTTng: they link no
+// liblttng-ust and start no tracer thread. Tracing to LTTng is one opt-in: add the `KatanaLTTng` product to the
+// app's target; its provider (`CLTTng`) registers itself before `main` and every store traces to it by default.
+// The `LTTng` trait (on by default) is what compiles that provider; `--disable-default-traits` builds KatanaLTTng
+// and katana-bench on a machine without liblttng-ust-dev, with no provider (tracing falls back to no-op).
 let lttng: Set<String> = ["LTTng"]
 
 let package = Package(
@@ -11,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "Katana", targets: ["Katana"]),
         .library(name: "KatanaTrace", targets: ["KatanaTrace"]),
+        .library(name: "KatanaLTTng", targets: ["KatanaLTTng"]),
         .library(name: "KatanaRedux", targets: ["KatanaRedux"]),
         .library(name: "KatanaRouter", targets: ["KatanaRouter"]),
         .executable(name: "katana-router-example", targets: ["katana-router-example"]),
@@ -28,8 +31,10 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
+        .target(name: "CKatanaTraceProvider"),
         .target(
             name: "CLTTng",
+            dependencies: ["CKatanaTraceProvider"],
             cSettings: [.define("KATANA_LTTNG", .when(traits: lttng)), .headerSearchPath(".")],
             linkerSettings: [
                 .linkedLibrary("lttng-ust", .when(traits: lttng)),
@@ -38,8 +43,11 @@ let package = Package(
         ),
         .target(
             name: "KatanaTrace",
-            dependencies: ["CLTTng"],
-            swiftSettings: [.define("KATANA_LTTNG", .when(traits: lttng))]
+            dependencies: ["CKatanaTraceProvider"]
+        ),
+        .target(
+            name: "KatanaLTTng",
+            dependencies: ["KatanaTrace", "CLTTng"]
         ),
         .target(
             name: "Katana",
@@ -62,10 +70,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "katana-router-example",
-            dependencies: ["Katana", "KatanaRouter"]
+            dependencies: ["Katana", "KatanaRouter", "KatanaLTTng"]
         ),
-        .executableTarget(
-            name: "katana-bench",
+        // The bench's commands, without the LTTng provider: the test binary links this, not the executable, so
+        // `swift test` loads no liblttng-ust (see README → Tracing is opt-in).
+        .target(
+            name: "KatanaBenchCore",
             dependencies: [
                 "Katana",
                 "KatanaTrace",
@@ -73,6 +83,10 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        .executableTarget(
+            name: "katana-bench",
+            dependencies: ["KatanaBenchCore", "KatanaLTTng"]
         ),
         .target(name: "KatanaTestSupport", path: "Tests/KatanaTestSupport"),
         .testTarget(
@@ -86,7 +100,7 @@ let package = Package(
         .testTarget(
             name: "KatanaBenchTests",
             dependencies: [
-                "katana-bench", "KatanaTestSupport",
+                "KatanaBenchCore", "KatanaTestSupport",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),

@@ -25,6 +25,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Katana", package: "Katana"),
                 .product(name: "KatanaTrace", package: "Katana"),
+                .product(name: "KatanaLTTng", package: "Katana"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/StoreBenchmarks",

@@ -3,8 +3,9 @@ import Synchronization
 
 /// The process-wide tracing set-up: which backend new stores emit to, and the id sequence.
 ///
-/// With zero configuration the backend is LTTng on builds with the `LTTng` trait (the default), so a running
-/// `lttng` session that enables `katana:*` sees every dispatch; otherwise it is `NoOpTraceBackend`.
+/// With zero configuration the backend is the native provider linked into the process — LTTng-UST when the app
+/// links the `KatanaLTTng` product, so a running `lttng` session that enables `katana:*` sees every dispatch —
+/// and `NoOpTraceBackend` when it links none.
 /// A store reads the backend once, when it is created: bootstrap before creating stores.
 public enum KatanaTracing {
     private static let state = BackendBox()
@@ -16,13 +17,11 @@ public enum KatanaTracing {
     /// more than once (tests swap in an in-memory backend per test).
     public static func bootstrap(_ backend: any TraceBackend) { state.set(backend) }
 
-    /// The default backend of this build: `LTTngTraceBackend.shared` with the `LTTng` trait, else no-op.
+    /// The default backend of this process: the linked native provider (`NativeTraceBackend.linked`, LTTng when
+    /// the app links `KatanaLTTng`), else no-op.
     public static var defaultBackend: any TraceBackend {
-        #if KATANA_LTTNG
-        LTTngTraceBackend.shared
-        #else
-        NoOpTraceBackend()
-        #endif
+        if let native = NativeTraceBackend.linked { return native }
+        return NoOpTraceBackend()
     }
 
     private static let ids = Atomic<UInt64>(0)

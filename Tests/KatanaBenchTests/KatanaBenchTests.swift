@@ -2,7 +2,7 @@ import Foundation
 import Histogram
 import KatanaTestSupport
 import Testing
-@testable import katana_bench
+@testable import KatanaBenchCore
 
 /// The katana-bench binary built next to this test binary.
 let katanaBench = builtExecutable(named: "katana-bench")

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import KatanaTestSupport
 import KatanaTrace
 import Testing
 
@@ -10,9 +11,14 @@ enum LTTngEnvironment {
         && FileManager.default.isExecutableFile(atPath: "/usr/bin/lttng-sessiond")
         && FileManager.default.isExecutableFile(atPath: "/usr/bin/babeltrace2")
     static let underCI = ProcessInfo.processInfo.environment["CI"] == "true"
-    /// Built without the LTTng trait (as the ThreadSanitizer run is), there is nothing to record.
-    static let shouldRun = LTTngTraceBackend.isCompiledIn && (toolsInstalled || underCI)
-    static let skipReason: Comment = "needs the LTTng trait and the LTTng tools (scripts/setup-system.sh); under CI=true with the trait it runs and fails instead"
+    /// Whether the katana-bench executable links the LTTng provider (it does unless the package was built with
+    /// `--disable-default-traits`). This test binary itself links no LTTng: it asks the executable.
+    static let providerLinked: Bool = {
+        guard let version = try? runProcess(Paths.katanaBench, ["--version"]) else { return false }
+        return version.status == 0 && version.out.contains("tracing provider: lttng-ust")
+    }()
+    static let shouldRun = providerLinked && (toolsInstalled || underCI)
+    static let skipReason: Comment = "needs katana-bench built with the LTTng trait and the LTTng tools (scripts/setup-system.sh); under CI=true with the trait it runs and fails instead"
 
     /// The session daemon this test process started, if any (only that one may be killed by a test).
     nonisolated(unsafe) static var ownedSessiond: pid_t?
@@ -233,20 +239,20 @@ struct LTTngRecordingTests {
             #expect(seen.allSatisfy { $0.vtid != nil && $0.vpid != nil })
         }
         #expect(wellFormed == byID.count)
-        #expect(kindsByName["katana_bench.Round"] == ["side_effect"])
-        #expect(kindsByName["katana_bench.Child"] == ["side_effect"])
-        #expect(kindsByName["katana_bench.Increment"] == ["state_updater"])
-        #expect(kindsByName["katana_bench.TouchPayload"] == ["state_updater"])
-        #expect(idsByName["katana_bench.Round"]?.count == 500)
-        #expect(idsByName["katana_bench.Child"]?.count == 2_000)
+        #expect(kindsByName["KatanaBenchCore.Round"] == ["side_effect"])
+        #expect(kindsByName["KatanaBenchCore.Child"] == ["side_effect"])
+        #expect(kindsByName["KatanaBenchCore.Increment"] == ["state_updater"])
+        #expect(kindsByName["KatanaBenchCore.TouchPayload"] == ["state_updater"])
+        #expect(idsByName["KatanaBenchCore.Round"]?.count == 500)
+        #expect(idsByName["KatanaBenchCore.Child"]?.count == 2_000)
 
         // Parent ids: children belong to rounds; the children's updaters to children; rounds to nobody.
-        let rounds = idsByName["katana_bench.Round"] ?? []
-        let children = idsByName["katana_bench.Child"] ?? []
+        let rounds = idsByName["KatanaBenchCore.Round"] ?? []
+        let children = idsByName["KatanaBenchCore.Child"] ?? []
         for id in children { #expect(rounds.contains(byID[id]![0].parent_id!)) }
         for id in rounds { #expect(byID[id]![0].parent_id == 0) }
-        for id in idsByName["katana_bench.TouchPayload"] ?? [] { #expect(rounds.contains(byID[id]![0].parent_id!)) }
-        let childUpdaters = (idsByName["katana_bench.Increment"] ?? []).filter { byID[$0]![0].parent_id != 0 }
+        for id in idsByName["KatanaBenchCore.TouchPayload"] ?? [] { #expect(rounds.contains(byID[id]![0].parent_id!)) }
+        let childUpdaters = (idsByName["KatanaBenchCore.Increment"] ?? []).filter { byID[$0]![0].parent_id != 0 }
         #expect(childUpdaters.count == 2_000 * 25)
         for id in childUpdaters { #expect(children.contains(byID[id]![0].parent_id!)) }
 
@@ -320,7 +326,7 @@ extension LTTngRecordingTests {
         #expect(check.status == 0, "\(check.out)")
         let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
         #expect(analysis.status == 0)
-        #expect(analysis.out.contains("katana_bench.UserAction → katana_bench.FetchProfile: 200"))
+        #expect(analysis.out.contains("KatanaBenchCore.UserAction → KatanaBenchCore.FetchProfile: 200"))
         let exportURL = directory.appendingPathComponent("perfetto.json")
         let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
         #expect(export.status == 0)
@@ -427,7 +433,7 @@ extension LTTngRecordingTests {
         reader.waitUntilExit()
         live = (try? String(contentsOf: readerOut, encoding: .utf8)) ?? ""
         #expect(count("katana:dispatch_begin", in: live) == 4_001)
-        #expect(live.contains("katana_bench.Child"))
+        #expect(live.contains("KatanaBenchCore.Child"))
     }
 }
 

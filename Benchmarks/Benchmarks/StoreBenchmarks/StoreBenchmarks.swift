@@ -1,5 +1,6 @@
 import Benchmark
 import Katana
+import KatanaLTTng
 import KatanaTrace
 
 // What each benchmark measures is one Store operation, repeated `scaledIterations` times per measured iteration.
@@ -96,11 +97,11 @@ let benchmarks: @Sendable () -> Void = {
         await makeStore(backend: NoOpTraceBackend())
     }
 
-    // The production default: the LTTng backend compiled in, no session listening (one check per dispatch).
+    // An app that opted into LTTng (links KatanaLTTng), no session listening: one check per dispatch.
     Benchmark("tracing-lttng-compiled-in-no-session", configuration: fast()) { benchmark, store in
         for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
     } setup: {
-        await makeStore(backend: LTTngTraceBackend.shared)
+        await makeStore(backend: LTTngTracing.backend)
     }
 
     // Tracing on: every dispatch's three events recorded (in memory, so the run needs no session daemon). The

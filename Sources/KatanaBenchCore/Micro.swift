@@ -29,7 +29,7 @@ struct Micro: AsyncParsableCommand {
     var only: [Case] = []
 
     enum Backend: String, CaseIterable, ExpressibleByArgument {
-        /// `KatanaTracing.backend`: LTTng in builds with the LTTng trait, no-op without it.
+        /// `KatanaTracing.backend`: LTTng when the provider is linked (the katana-bench executable), else no-op.
         case `default`
         case lttng, none
     }
@@ -52,11 +52,11 @@ struct Micro: AsyncParsableCommand {
     func run() async throws {
         let backend: any TraceBackend = switch self.backend {
         case .default: KatanaTracing.backend
-        case .lttng: LTTngTraceBackend.shared
+        case .lttng: try LinkedLTTng.require()
         case .none: NoOpTraceBackend()
         }
         if self.backend != .none {
-            FileHandle.standardError.write(Data("tracing: \(type(of: backend)), compiled in: \(LTTngTraceBackend.isCompiledIn), session listening: \(backend.isEnabled)\n".utf8))
+            FileHandle.standardError.write(Data("tracing: \(type(of: backend)), LTTng provider linked: \(LinkedLTTng.backend != nil), session listening: \(backend.isEnabled)\n".utf8))
         }
         let cases = only.isEmpty ? Case.allCases : only
         var figures: [String: Double] = [:]

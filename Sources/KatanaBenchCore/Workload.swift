@@ -37,18 +37,19 @@ struct Workload: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if waitForSession > 0 {
+        let lttng: any TraceBackend = backend == .lttng || backend == .both ? try LinkedLTTng.require() : NoOpTraceBackend()
+        if waitForSession > 0, backend == .lttng || backend == .both {
             let deadline = Date().addingTimeInterval(waitForSession)
-            while !LTTngTraceBackend.shared.isEnabled, Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
-            guard LTTngTraceBackend.shared.isEnabled else {
+            while !lttng.isEnabled, Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
+            guard lttng.isEnabled else {
                 throw ValidationError("no LTTng session enabled katana:* within \(waitForSession)s (is lttng-sessiond running?)")
             }
         }
         let memory = InMemoryTraceBackend()
         let traceBackend: any TraceBackend = switch backend {
-        case .lttng: LTTngTraceBackend.shared
+        case .lttng: lttng
         case .memory: memory
-        case .both: MultiplexTraceBackend([LTTngTraceBackend.shared, memory])
+        case .both: MultiplexTraceBackend([lttng, memory])
         case .none: NoOpTraceBackend()
         }
         let store = BenchStore(interceptors: [], stateInitializer: { BenchState() },

@@ -142,7 +142,7 @@ struct Run: AsyncParsableCommand {
                              updatersPerSideEffect: updatersPerSideEffect)
         let backend: any TraceBackend = switch traceBackend {
         case .default: KatanaTracing.backend
-        case .lttng: LTTngTraceBackend.shared
+        case .lttng: try LinkedLTTng.require()
         case .none: NoOpTraceBackend()
         }
         let payload = self.payload

@@ -1,0 +1,47 @@
+#ifndef CKATANA_TRACE_PROVIDER_H
+#define CKATANA_TRACE_PROVIDER_H
+
+#include <stdint.h>
+
+/* The seam between Katana's core and a native tracing provider linked into the same process.
+ *
+ * The core (KatanaTrace) depends only on this file. A provider — KatanaLTTng's LTTng-UST tracepoints — fills one
+ * `katana_trace_provider` table and registers it from an ELF constructor, so linking the provider's product is the
+ * whole opt-in: stores created afterwards trace through it with no code. A process that links no provider pays
+ * nothing: no library is loaded and no thread is started. */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped when the table's layout changes; the core ignores a provider of another version. */
+#define KATANA_TRACE_PROVIDER_ABI 1
+
+struct katana_trace_provider {
+    uint32_t abi;                  /* KATANA_TRACE_PROVIDER_ABI */
+    const char *name;              /* e.g. "lttng-ust" */
+    /* Non-zero when any of the provider's events is being recorded. Called once per dispatch: keep it cheap. */
+    int (*any_enabled)(void);
+    void (*dispatch_enqueue)(uint64_t id, uint64_t parent_id, uint8_t kind, const char *name,
+                             uint8_t queue, uint32_t queue_depth);
+    void (*dispatch_begin)(uint64_t id, uint64_t parent_id, uint8_t kind, const char *name,
+                           uint8_t queue, uint32_t parallelism);
+    void (*dispatch_end)(uint64_t id, uint8_t kind, const char *name, uint8_t queue, uint8_t outcome);
+    void (*store_ready)(uint64_t store_id, const char *state_type);
+    void (*listeners_notified)(uint64_t store_id, uint32_t changes, uint32_t listeners);
+    void (*transition_begin)(uint64_t transition_id, const char *name);
+    void (*transition_end)(uint64_t transition_id, const char *name, uint8_t outcome);
+};
+
+/* Makes `provider` (which must live for the whole process) this process's native provider. The first
+ * registration wins; returns 0 then, -1 if another provider was registered first, -2 for a table of another ABI. */
+int katana_trace_register_provider(const struct katana_trace_provider *provider);
+
+/* The registered provider, or NULL when no provider is linked into this process. */
+const struct katana_trace_provider *katana_trace_registered_provider(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,34 @@
+import ArgumentParser
+import KatanaTrace
+
+/// The `katana-bench` command. Its entry point (`Sources/katana-bench`) links the LTTng provider; this module does
+/// not, so the package's test binary can use the commands without loading liblttng-ust.
+public struct KatanaBench: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "katana-bench",
+        abstract: "Stress a Katana Store and report latency histograms.",
+        version: "katana-bench \(KatanaBench.version) (tracing provider: \(LinkedLTTng.backend == nil ? "none linked" : "lttng-ust"))",
+        subcommands: [Run.self, Compare.self, Micro.self, Workload.self],
+        defaultSubcommand: Run.self
+    )
+
+    public static let version = "0.6.0"
+
+    public init() {}
+}
+
+/// The LTTng provider linked into this process: present in the `katana-bench` executable (which links
+/// `KatanaLTTng`), absent in a build without the `LTTng` trait and in the package's test binary.
+enum LinkedLTTng {
+    static var backend: NativeTraceBackend? {
+        guard let native = NativeTraceBackend.linked, native.providerName == "lttng-ust" else { return nil }
+        return native
+    }
+
+    static func require() throws -> NativeTraceBackend {
+        guard let backend else {
+            throw ValidationError("this katana-bench has no LTTng provider linked (built without the LTTng trait?)")
+        }
+        return backend
+    }
+}

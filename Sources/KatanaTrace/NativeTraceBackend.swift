@@ -1,0 +1,53 @@
+import CKatanaTraceProvider
+
+/// Emits every event through a native tracing provider linked into the process — today KatanaLTTng's LTTng-UST
+/// tracepoints. A provider registers itself when its object is linked in, so adding its product to an app's
+/// target is the whole opt-in: `KatanaTracing.defaultBackend` is then this backend, with no code.
+///
+/// Near-free when nobody records: `isEnabled` is one call into the provider, which reads its enabled flags.
+public struct NativeTraceBackend: TransitionTraceBackend, @unchecked Sendable {
+    // The provider's table is immutable and lives for the whole process; its functions may be called from any thread.
+    @usableFromInline let provider: UnsafePointer<katana_trace_provider>
+
+    /// The provider this process links, if any (registered before `main` by the provider's constructor).
+    public static var linked: NativeTraceBackend? {
+        katana_trace_registered_provider().map(NativeTraceBackend.init(provider:))
+    }
+
+    /// For provider modules: a backend over `provider`'s table, which must live for the whole process.
+    package init(provider: UnsafePointer<katana_trace_provider>) { self.provider = provider }
+
+    /// The provider's name, e.g. `lttng-ust`.
+    public var providerName: String { String(cString: provider.pointee.name) }
+
+    @inlinable
+    public var isEnabled: Bool { provider.pointee.any_enabled() != 0 }
+
+    public func dispatchEnqueue(_ e: DispatchEnqueueEvent) {
+        provider.pointee.dispatch_enqueue(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.queueDepth)
+    }
+
+    public func dispatchBegin(_ e: DispatchBeginEvent) {
+        provider.pointee.dispatch_begin(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.parallelism)
+    }
+
+    public func dispatchEnd(_ e: DispatchEndEvent) {
+        provider.pointee.dispatch_end(e.id, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.outcome.rawValue)
+    }
+
+    public func storeReady(storeID: UInt64, stateType: TraceName) {
+        provider.pointee.store_ready(storeID, stateType.cString)
+    }
+
+    public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {
+        provider.pointee.listeners_notified(storeID, changes, listeners)
+    }
+
+    public func transitionBegin(transitionID: UInt64, name: TraceName) {
+        provider.pointee.transition_begin(transitionID, name.cString)
+    }
+
+    public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {
+        provider.pointee.transition_end(transitionID, name.cString, outcome.rawValue)
+    }
+}
