@@ -1,6 +1,12 @@
+#define _GNU_SOURCE /* on_exit, RTLD_DEFAULT */
 #include "CLTTng.h"
 
 #ifdef KATANA_LTTNG
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #define LTTNG_UST_TRACEPOINT_CREATE_PROBES
 #define LTTNG_UST_TRACEPOINT_DEFINE
@@ -68,9 +74,23 @@ static const struct katana_trace_provider provider = {
 
 const struct katana_trace_provider *katana_lttng_provider(void) { return &provider; }
 
+/* Under ThreadSanitizer only: at exit, flush stdio and leave with the process's status before shared libraries'
+ * destructors run. liblttng-ust's destructor cancels its listener thread, which, when connected to a session
+ * daemon, sits in recvmsg inside TSan's interceptor; the forced unwind skips the interceptor's scope and TSan
+ * aborts the process ("thread T1 …-ust finished with ignores enabled", exit 66), replacing its exit status. The
+ * trace loses nothing: the session daemon sees the application go, and committed events are in shared memory. */
+static void katana_lttng_exit_under_tsan(int status, void *arg) {
+    (void)arg;
+    fflush(NULL);
+    _exit(status);
+}
+
 /* Linking this object is the opt-in: it makes LTTng the process's native provider before main runs. Only a
  * pointer is stored here; no Swift code runs in a constructor. */
-__attribute__((constructor)) static void katana_lttng_register(void) { (void)katana_trace_register_provider(&provider); }
+__attribute__((constructor)) static void katana_lttng_register(void) {
+    (void)katana_trace_register_provider(&provider);
+    if (dlsym(RTLD_DEFAULT, "__tsan_init") != NULL) (void)on_exit(katana_lttng_exit_under_tsan, NULL);
+}
 
 #else /* built without the LTTng trait: no provider */
 

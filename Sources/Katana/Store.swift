@@ -30,7 +30,7 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
     /// A store whose initial state comes from `stateInitializer`, run on the configuration's
     /// `stateInitializerExecutor` (inline by default: the store is ready when `init` returns).
     public convenience init(
-        interceptors: [StoreInterceptor],
+        interceptors: [StoreInterceptor] = [],
         stateInitializer: @escaping @Sendable () -> S,
         configuration: Configuration = .init()
     ) {
@@ -40,7 +40,7 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
 
     /// The designated initialiser: also takes how to build the dependencies (tests pass fakes here).
     public init(
-        interceptors: [StoreInterceptor],
+        interceptors: [StoreInterceptor] = [],
         stateInitializer: @escaping @Sendable () -> S,
         dependenciesInitializer: (@escaping AnyDispatch, @escaping GetState) -> D,
         configuration: Configuration = .init()

@@ -287,6 +287,7 @@ final class Flooders: @unchecked Sendable {
     private let deadline = Atomic<UInt64>(.max)
     private let measured = AtomicCounter()
     private let finished = DispatchSemaphore(value: 0)
+    private let begun = DispatchSemaphore(value: 0)
 
     init(count: Int, store: BenchStore, run: RunContext) {
         self.count = count
@@ -294,11 +295,20 @@ final class Flooders: @unchecked Sendable {
         self.run = run
     }
 
+    /// Starts the threads and returns once each has made its first dispatch, so the flood is under way before
+    /// anything is measured (on a loaded machine a thread can otherwise start after a short run has ended).
     func start() {
         for index in 0..<count {
             let thread = Thread { [self] in
                 var local = 0
+                var first = true
                 while !stopping.value {
+                    defer {
+                        if first {
+                            first = false
+                            begun.signal()
+                        }
+                    }
                     let start = nowNanoseconds()
                     if start >= deadline.load(ordering: .relaxed) { break }
                     store.dispatch(TimedUpdate(dispatchedAt: start, run: run))
@@ -308,12 +318,14 @@ final class Flooders: @unchecked Sendable {
                         local &+= 1
                     }
                 }
+                if first { begun.signal() }
                 measured.add(local)
                 finished.signal()
             }
             thread.name = "katana-bench flooder \(index)"
             thread.start()
         }
+        for _ in 0..<count { begun.wait() }
     }
 
     /// Makes the threads stop flooding at `time` (monotonic nanoseconds).

@@ -177,7 +177,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let json = directory.appendingPathComponent("flood.json").path
-        let outcome = try bench(["run", "-s", "flood", "--count", "40", "--concurrency", "2", "--flooders", "2",
+        let outcome = try bench(["run", "-s", "flood", "--count", "200", "--concurrency", "2", "--flooders", "2",
                                  "--backlog-limit", "64", "--warmup", "0", "--trace-backend", "none", "--json", json])
         try #require(outcome.status == 0, "\(outcome.err)")
         #expect(outcome.out.contains("dispatch.call"))
@@ -186,7 +186,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         let result = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: json)))
         #expect(result.parameters["flooders"] == "2")
         #expect(result.parameters["backlog_limit"] == "64")
-        #expect(result.metrics["side_effect.end_to_end"]?.count == 40)
+        #expect(result.metrics["side_effect.end_to_end"]?.count == 200)
         #expect((result.metrics["dispatch.call"]?.count ?? 0) > 0)
         #expect((result.throughput["flood_dispatches_per_second"] ?? 0) > 0)
     }

@@ -35,3 +35,14 @@ private final class CollectedData: @unchecked Sendable {
     func set(_ value: Data) { lock.withLock { data = value } }
     func get() -> Data { lock.withLock { data } }
 }
+
+/// `runProcess` for long-running children (a `swift build`): it runs on a thread of its own and the caller's task
+/// suspends, instead of blocking a thread of the cooperative pool that other tests' side effects need meanwhile.
+public func runProcessSuspending(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil)
+    async throws -> (status: Int32, out: String, err: String) {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread {
+            continuation.resume(with: Result { try runProcess(executable, arguments, environment: environment) })
+        }.start()
+    }
+}

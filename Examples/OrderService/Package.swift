@@ -1,0 +1,28 @@
+// swift-tools-version: 6.1
+// A small order-processing service on Katana, profiled with LTTng: see README.md ("profile your own app").
+//
+// `OrderProcessing` (the app's logic) depends on `Katana` only. The executable adds `KatanaLTTng`: that one
+// dependency is the whole opt-in — no code — after which every store in the process emits `katana:*` tracepoints
+// whenever an LTTng session records them.
+import PackageDescription
+
+let package = Package(
+    name: "OrderService",
+    dependencies: [
+        .package(name: "Katana", path: "../.."),
+    ],
+    targets: [
+        .target(
+            name: "OrderProcessing",
+            dependencies: [.product(name: "Katana", package: "Katana")]
+        ),
+        .executableTarget(
+            name: "order-service",
+            dependencies: [
+                "OrderProcessing",
+                .product(name: "KatanaLTTng", package: "Katana"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

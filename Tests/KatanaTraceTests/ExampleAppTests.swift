@@ -1,0 +1,208 @@
+import Foundation
+import Glibc
+import KatanaTestSupport
+import Testing
+
+/// The packages in `Examples/`, built the way a user builds an app that depends on Katana: `swift build` in the
+/// example's folder, which resolves Katana by relative path. Each is built once per test process, into
+/// `.build/examples/NAME` (kept, so a second run of the suite rebuilds only what changed).
+actor ExampleBuilds {
+    static let shared = ExampleBuilds()
+    private var built: [String: Task<URL, any Error>] = [:]
+
+    /// The scratch folder of `example`'s build.
+    nonisolated static func scratch(_ example: String) -> URL {
+        Paths.packageRoot.appendingPathComponent(".build/examples/\(example)")
+    }
+
+    /// Builds `product` of `Examples/example` (debug) and returns the executable.
+    func executable(_ product: String, of example: String) async throws -> URL {
+        let key = "\(example)/\(product)"
+        if let task = built[key] { return try await task.value }
+        let task = Task<URL, any Error> {
+            let scratch = Self.scratch(example)
+            let build = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), [
+                "swift", "build", "--package-path", Paths.packageRoot.appendingPathComponent("Examples/\(example)").path,
+                "--scratch-path", scratch.path, "--product", product,
+            ])
+            guard build.status == 0 else {
+                throw RecordingError("swift build of Examples/\(example) (\(product)) failed (\(build.status)):\n\(build.out.suffix(3_000))\(build.err.suffix(3_000))")
+            }
+            return scratch.appendingPathComponent("debug/\(product)")
+        }
+        built[key] = task
+        return try await task.value
+    }
+}
+
+/// The dynamic libraries an ELF file asks for (`readelf -d`'s NEEDED entries).
+func neededLibraries(_ binary: URL) throws -> [String] {
+    let readelf = try run(["readelf", "-d", binary.path])
+    guard readelf.status == 0 else { throw RecordingError("readelf -d \(binary.path) failed: \(readelf.err)") }
+    return readelf.out.split(separator: "\n").filter { $0.contains("(NEEDED)") }.compactMap { line in
+        guard let open = line.firstIndex(of: "["), let close = line.lastIndex(of: "]") else { return nil }
+        return String(line[line.index(after: open)..<close])
+    }
+}
+
+/// A running child whose standard input and output the test talks to line by line.
+final class Conversation {
+    let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private var buffered = ""
+
+    init(_ executable: URL, _ arguments: [String] = []) throws {
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// Sends `line` and returns the next line the child prints (nil if it closed its output).
+    func say(_ line: String) -> String? {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+        while !buffered.contains("\n") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { return nil }
+            buffered += String(decoding: chunk, as: UTF8.self)
+        }
+        let newline = buffered.firstIndex(of: "\n")!
+        defer { buffered = String(buffered[buffered.index(after: newline)...]) }
+        return String(buffered[..<newline])
+    }
+
+    /// The files the live process has mapped and the names of its threads, read from /proc.
+    var mappedFiles: String { (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/maps", encoding: .utf8)) ?? "" }
+    var threadNames: [String] {
+        let tasks = "/proc/\(process.processIdentifier)/task"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []).compactMap {
+            try? String(contentsOfFile: "\(tasks)/\($0)/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+
+    func finish() -> Int32 {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// An app that depends on Katana's library products only: it must build without compiling the LTTng provider
+/// (so without liblttng-ust-dev's headers), link no liblttng-ust, and load none and start no tracer thread when
+/// it runs.
+@Suite struct ExampleAppTests {
+    @Test func anAppOnKatanaAloneNeedsNoLTTng() async throws {
+        let binary = try await ExampleBuilds.shared.executable("hello-katana", of: "HelloKatana")
+
+        // Nothing of the provider was compiled (SwiftPM plans every target of the graph, but compiles only what the
+        // product needs): no object or module of CLTTng or KatanaLTTng in the build folder.
+        let scratch = ExampleBuilds.scratch("HelloKatana")
+        let files = FileManager.default.enumerator(atPath: scratch.path)?.compactMap { $0 as? String } ?? []
+        let compiled = files.filter { $0.hasSuffix(".o") || $0.hasSuffix(".swiftmodule") }
+        let lttng = compiled.filter { $0.contains("CLTTng.build/") || $0.contains("KatanaLTTng") }
+        #expect(lttng.isEmpty, "the core-only app compiled the LTTng provider: \(lttng)")
+        #expect(compiled.contains { $0.contains("/Katana.build/") }, "the listing must see the build's objects: \(compiled.prefix(5))")
+
+        let needed = try neededLibraries(binary)
+        #expect(needed.contains { $0.hasPrefix("libswiftCore") }, "readelf must list the binary's NEEDED entries: \(needed)")
+        #expect(!needed.contains { $0.contains("lttng") }, "NEEDED: \(needed)")
+
+        // Live: it works, has loaded no liblttng-ust and runs no lttng-ust thread.
+        let app = try Conversation(binary)
+        #expect(app.say("add buy milk") == "added #1: buy milk")
+        #expect(!app.mappedFiles.isEmpty, "/proc/PID/maps must be readable")
+        #expect(!app.mappedFiles.contains("lttng"), "a core-only app mapped an LTTng library")
+        #expect(!app.threadNames.isEmpty)
+        #expect(!app.threadNames.contains { $0.contains("lttng") }, "threads: \(app.threadNames)")
+        #expect(app.say("save") == "saved 1 items")
+        #expect(app.say("done 1") == "done #1: buy milk")
+        #expect(app.say("done 7") == "error: there is no item 7")
+        #expect(app.say("quit") == nil)
+        #expect(app.finish() == 0)
+    }
+}
+
+/// The example app profiled end to end, as its README tells a user to: build, record with `traces/record`,
+/// analyse. Part of the serialized recording suite (a session records every process's events).
+extension LTTngRecordingTests {
+    @Test func theOrderServiceExampleIsProfiledEndToEnd() async throws {
+        let binary = try await ExampleBuilds.shared.executable("order-service", of: "OrderService")
+        // The opt-in is the dependency alone: the example's code never mentions tracing.
+        #expect(try neededLibraries(binary).contains { $0.hasPrefix("liblttng-ust") })
+
+        let orders = 120
+        let (directory, printed) = try recordWithTracesRecord([binary.path, "--orders", "\(orders)", "--concurrency", "8"])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // "120 orders in … ms: S shipped, F failed; …": every order ends one way or the other.
+        let summary = try #require(printed.split(separator: "\n").first { $0.hasPrefix("\(orders) orders in") }, "\(printed)")
+        let match = try #require(summary.firstMatch(of: /: (\d+) shipped, (\d+) failed;/), "\(summary)")
+        let shipped = Int(match.1)!, failed = Int(match.2)!
+        #expect(shipped + failed == orders, "\(summary)")
+        #expect(failed >= orders / 13, "the simulated gateway declines every 13th order: \(summary)")
+
+        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        #expect(check.status == 0, "\(check.out)")
+        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", directory.path])
+        try #require(analysis.status == 0, "\(analysis.err)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
+        let types = try #require(report["types"] as? [[String: Any]])
+        func type(_ name: String) -> [String: Any]? { types.first { $0["name"] as? String == "OrderProcessing.\(name)" } }
+
+        // Its own dispatchable names, with the right kinds and counts.
+        for (name, kind) in [("ProcessOrder", "side_effect"), ("ChargePayment", "side_effect"), ("ShipOrder", "side_effect"),
+                             ("PlaceOrder", "state_updater"), ("ReserveStock", "state_updater"), ("MarkShipped", "state_updater")] {
+            #expect(type(name)?["kind"] as? String == kind, "\(name) missing or of the wrong kind in \(types.map { $0["name"]! })")
+        }
+        #expect(type("ProcessOrder")?["count"] as? Int == orders)
+        #expect(type("PlaceOrder")?["count"] as? Int == orders)
+        #expect(type("MarkShipped")?["count"] as? Int == shipped)
+        #expect((type("ProcessOrder")?["outcomes"] as? [String: Int])?["error"] == failed)
+
+        // Queue waits: every updater has its wait from enqueue to being applied.
+        let wait = try #require(type("ReserveStock")?["queue_wait_ns"] as? [String: Int])
+        #expect((wait["max"] ?? -1) >= (wait["p50"] ?? 0) && wait["p50"] != nil)
+
+        // Nesting: which side effect dispatched what.
+        let nesting = try #require(report["nesting"] as? [String: Any])
+        let roots = try #require(nesting["roots"] as? [String: Int])
+        #expect(roots["OrderProcessing.PlaceOrder"] == orders && roots["OrderProcessing.ProcessOrder"] == orders)
+        let edges = try #require(nesting["children"] as? [[String: Any]])
+        func edge(_ parent: String, _ child: String) -> Int? {
+            edges.first { $0["parent"] as? String == "OrderProcessing.\(parent)" && $0["child"] as? String == "OrderProcessing.\(child)" }?["count"] as? Int
+        }
+        #expect(edge("ProcessOrder", "ReserveStock") == orders)
+        #expect(edge("ProcessOrder", "ChargePayment") != nil)
+        #expect(edge("ChargePayment", "RecordPayment") != nil)
+        #expect(edge("ProcessOrder", "ShipOrder") == shipped)
+        #expect(edge("ShipOrder", "MarkShipped") == shipped)
+        #expect(edge("ProcessOrder", "FailOrder") == failed)
+
+        // And the README's last step: a Perfetto file.
+        let exportURL = directory.appendingPathComponent("perfetto.json")
+        let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
+        #expect(export.status == 0, "\(export.err)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
+        #expect(traceEventProblems(document).isEmpty)
+    }
+}
+
+extension LTTngRecordingTests {
+    /// An executable that links KatanaLTTng, connected to a session daemon, exits with its own status — also in a
+    /// ThreadSanitizer build, where liblttng-ust's exit would otherwise make TSan end it with status 66.
+    @Test func lttngLinkedExecutablesKeepTheirExitStatusWhileConnected() throws {
+        try LTTngEnvironment.ensureSessiond()
+        let session = try RecordingSession()
+        defer { session.destroy() }
+        let ok = try runProcess(Paths.katanaBench, ["run", "-s", "updaters", "--count", "500", "--warmup", "0"])
+        #expect(ok.status == 0, "\(ok.err)")
+        #expect(ok.out.contains("throughput:"), "the output must survive the early exit: \(ok.out)")
+        let usage = try runProcess(Paths.katanaBench, ["run", "--count", "abc"])
+        #expect(usage.status == 64, "\(usage.err)")
+        let router = try runProcess(Paths.routerExample, [])
+        #expect(router.status == 0, "\(router.err)")
+        for result in [ok, usage, router] { #expect(!result.err.contains("ThreadSanitizer"), "\(result.err)") }
+    }
+}
