@@ -14,6 +14,9 @@
 extern "C" {
 #endif
 
+/* Every pointer here is non-null unless marked otherwise: Swift then calls the table's functions without a nil check. */
+#pragma clang assume_nonnull begin
+
 /* Bumped when the table's layout changes; the core ignores a provider of another version. */
 #define KATANA_TRACE_PROVIDER_ABI 1
 
@@ -38,7 +41,9 @@ struct katana_trace_provider {
 int katana_trace_register_provider(const struct katana_trace_provider *provider);
 
 /* The registered provider, or NULL when no provider is linked into this process. */
-const struct katana_trace_provider *katana_trace_registered_provider(void);
+const struct katana_trace_provider *_Nullable katana_trace_registered_provider(void);
+
+#pragma clang assume_nonnull end
 
 #ifdef __cplusplus
 }

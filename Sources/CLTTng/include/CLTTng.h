@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* This provider's table, or NULL when the LTTng trait is off. */
-const struct katana_trace_provider *katana_lttng_provider(void);
+const struct katana_trace_provider *_Nullable katana_lttng_provider(void);
 
 #ifdef __cplusplus
 }
