@@ -46,3 +46,12 @@ public func runProcessSuspending(_ executable: URL, _ arguments: [String], envir
         }.start()
     }
 }
+
+/// The whole of a /proc file. procfs reports a size of 0, and `String(contentsOfFile:)` can stop after the first
+/// read; this reads until end of file.
+public func readProcFile(_ path: String) -> String? {
+    guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+    defer { try? handle.close() }
+    guard let data = try? handle.readToEnd() else { return nil }
+    return String(decoding: data, as: UTF8.self)
+}

@@ -75,7 +75,7 @@ final class Conversation {
     }
 
     /// The files the live process has mapped and the names of its threads, read from /proc.
-    var mappedFiles: String { (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/maps", encoding: .utf8)) ?? "" }
+    var mappedFiles: String { readProcFile("/proc/\(process.processIdentifier)/maps") ?? "" }
     var threadNames: [String] {
         let tasks = "/proc/\(process.processIdentifier)/task"
         return ((try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []).compactMap {
@@ -113,15 +113,39 @@ final class Conversation {
         // Live: it works, has loaded no liblttng-ust and runs no lttng-ust thread.
         let app = try Conversation(binary)
         #expect(app.say("add buy milk") == "added #1: buy milk")
-        #expect(!app.mappedFiles.isEmpty, "/proc/PID/maps must be readable")
+        #expect(app.mappedFiles.contains("libswiftCore"), "/proc/PID/maps must list the loaded libraries")
         #expect(!app.mappedFiles.contains("lttng"), "a core-only app mapped an LTTng library")
         #expect(!app.threadNames.isEmpty)
-        #expect(!app.threadNames.contains { $0.contains("lttng") }, "threads: \(app.threadNames)")
+        #expect(!app.threadNames.contains { $0.contains("lttng") || $0.hasSuffix("-ust") }, "threads: \(app.threadNames)")
         #expect(app.say("save") == "saved 1 items")
         #expect(app.say("done 1") == "done #1: buy milk")
         #expect(app.say("done 7") == "error: there is no item 7")
         #expect(app.say("quit") == nil)
         #expect(app.finish() == 0)
+    }
+
+    /// The same live checks on a process that links KatanaLTTng (katana-bench): they can fail.
+    @Test func anLTTngLinkedProcessMapsLiblttngUstAndRunsItsThreads() throws {
+        let bench = Process()
+        bench.executableURL = Paths.katanaBench
+        bench.arguments = ["run", "-s", "updaters", "--duration", "20", "--warmup", "0", "--trace-backend", "none"]
+        bench.standardOutput = FileHandle.nullDevice
+        bench.standardError = FileHandle.nullDevice
+        try bench.run()
+        defer {
+            bench.terminate()
+            bench.waitUntilExit()
+        }
+        let proc = "/proc/\(bench.processIdentifier)"
+        func threadNames() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "\(proc)/task")) ?? []).compactMap {
+                readProcFile("\(proc)/task/\($0)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+        }
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline, !threadNames().contains(where: { $0.hasSuffix("-ust") }) { usleep(20_000) }
+        #expect(threadNames().contains { $0.hasSuffix("-ust") }, "no lttng-ust listener thread: \(threadNames())")
+        #expect(readProcFile("\(proc)/maps")?.contains("liblttng-ust") == true)
     }
 }
 

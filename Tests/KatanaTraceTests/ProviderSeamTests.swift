@@ -1,5 +1,6 @@
 import Foundation
 import Katana
+import KatanaTestSupport
 import KatanaTrace
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
     @Test func aProcessThatLinksNoProviderTracesNowhereAndLoadsNoLTTng() throws {
         #expect(NativeTraceBackend.linked == nil)
         #expect(KatanaTracing.defaultBackend is NoOpTraceBackend)
-        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let maps = try #require(readProcFile("/proc/self/maps"))
         #expect(maps.contains("libswiftCore"), "/proc/self/maps must list the loaded libraries")
         #expect(!maps.contains("lttng"), "the test process mapped an LTTng library")
     }
