@@ -5,30 +5,42 @@ Uses the official babeltrace2 Python bindings (Debian's python3-bt2), so run it 
 
     /usr/bin/python3 traces/katana_trace.py check   TRACE_DIR      # integrity: every dispatch enqueued, begun, ended
     /usr/bin/python3 traces/katana_trace.py dump    TRACE_DIR      # events as JSON lines
-    /usr/bin/python3 traces/katana_trace.py analyze TRACE_DIR [--json]
+    /usr/bin/python3 traces/katana_trace.py analyze TRACE_DIR [--top N] [--begin S] [--end S]
+                                                    [--min-duration D] [--histogram] [--json]
     /usr/bin/python3 traces/katana_trace.py export  TRACE_DIR -o trace.json   # Chrome/Perfetto trace-event JSON
 
-Exit status: 0 ok, 1 the trace has problems (check), 2 bad input (not a trace, truncated, no katana events).
+Every command streams the trace: memory grows with the dispatches in flight at one moment, not with the trace's
+length. Reading runs in a child process watched by this one, so a damaged trace that makes babeltrace2 abort or
+spin ends the command with one line and exit status 2 (a read that makes no progress for --stall-timeout seconds,
+30 by default, is stopped).
+
+Exit status: 0 ok, 1 the trace has problems (check), 2 bad input (not a trace, damaged, no katana events, an
+output that cannot be written).
 """
 import argparse
+import heapq
 import json
+import math
 import os
+import select
 import signal
+import stat
+import subprocess
 import sys
+import tempfile
+import time
 
-try:
-    import bt2
-except ImportError:  # pragma: no cover - depends on the machine
-    sys.stderr.write("katana_trace: the babeltrace2 Python bindings are missing: apt-get install python3-bt2, "
-                     "and run this script with /usr/bin/python3\n")
-    sys.exit(2)
+PROG = "katana_trace"
+STAGES = ("dispatch_enqueue", "dispatch_begin", "dispatch_end")
 
 
 class TraceError(Exception):
-    """Bad input: the path is not a readable trace with katana events."""
+    """Bad input: the path is not a readable trace with katana events, or an output cannot be written."""
 
 
-def _field(value):
+# ---------------------------------------------------------------------------------------------------------- reading
+
+def _field(bt2, value):
     if isinstance(value, bt2._EnumerationFieldConst):
         labels = list(value.labels)
         return labels[0] if labels else int(value)
@@ -41,244 +53,515 @@ def _field(value):
     return str(value)
 
 
-def read_events(path):
-    """Returns (events, discarded): events as dicts in time order, and the number of discarded events."""
-    if not os.path.exists(path):
-        raise TraceError(f"{path}: no such file or directory")
-    if not os.path.isdir(path):
-        raise TraceError(f"{path}: not a directory (give the trace directory lttng printed)")
-    events = []
-    discarded = 0
+class Reader:
+    """Streams the katana events of a trace in time order, as dicts; counts discarded events as it goes."""
+
+    def __init__(self, path, progress=None):
+        self.path = path
+        self.progress = progress
+        self.discarded = 0
+        self.count = 0
+
+    def __iter__(self):
+        try:
+            import bt2
+        except ImportError:
+            raise TraceError("the babeltrace2 Python bindings are missing: apt-get install python3-bt2, and run "
+                             "this script with /usr/bin/python3") from None
+        try:
+            iterator = bt2.TraceCollectionMessageIterator(self.path)
+            event_kind = bt2._EventMessageConst
+            discarded_kind = bt2._DiscardedEventsMessageConst
+            for message in iterator:
+                kind = type(message)
+                if kind is event_kind:
+                    event = message.event
+                    name = event.name
+                    if not name.startswith("katana:"):
+                        continue
+                    record = {"event": name[7:], "ts": message.default_clock_snapshot.ns_from_origin}
+                    context = event.common_context_field
+                    if context is not None:
+                        for key, value in context.items():
+                            record[key] = _field(bt2, value)
+                    for key, value in event.payload_field.items():
+                        record[key] = _field(bt2, value)
+                    self.count += 1
+                    if self.progress is not None and self.count % 20_000 == 0:
+                        self.progress()
+                    yield record
+                elif kind is discarded_kind:
+                    # The count is the difference of two snapshots of a per-stream counter; when a full ring buffer
+                    # makes packets arrive out of step it can come out "negative" (wrapped to nearly 2**64). Such a
+                    # count, or none, still means events were lost: count it as one.
+                    count = message.count
+                    self.discarded += count if count is not None and 0 < count < 2**40 else 1
+        except TraceError:
+            raise
+        except Exception as error:  # bt2 raises its own error types for unreadable or truncated traces
+            text = str(error).strip()
+            first_line = text.splitlines()[0] if text else type(error).__name__
+            raise TraceError(f"{self.path}: not a readable CTF trace ({first_line})") from None
+        if self.count == 0:
+            raise TraceError(f"{self.path}: no katana events in this trace (was `lttng enable-event -u 'katana:*'` run?)")
+
+
+# ------------------------------------------------------------------------------------------------------- statistics
+
+class Histogram:
+    """Latencies in log-linear buckets (64 per power of two: values within 1.6 %), with count, exact min/max, mean
+    and sample standard deviation (Welford; n - 1, as lttng-analyses reports it). Memory is bounded whatever the
+    number of values."""
+
+    __slots__ = ("buckets", "count", "min", "max", "mean", "m2")
+
+    def __init__(self):
+        self.buckets = {}
+        self.count = 0
+        self.min = None
+        self.max = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+
+    @staticmethod
+    def key(value):
+        if value < 64:
+            return value
+        shift = value.bit_length() - 6
+        return ((value >> shift) << shift) | ((1 << shift) >> 1)  # the middle of the bucket
+
+    def add(self, value):
+        value = max(0, int(value))
+        key = self.key(value)
+        self.buckets[key] = self.buckets.get(key, 0) + 1
+        self.count += 1
+        self.min = value if self.min is None else min(self.min, value)
+        self.max = max(self.max, value)
+        delta = value - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (value - self.mean)
+
+    def percentile(self, p):
+        """Nearest-rank percentile (p in 0..100); the maximum is exact."""
+        if not self.count:
+            return 0
+        if p >= 100:
+            return self.max
+        rank = max(1, int(round(p / 100.0 * self.count + 0.5)))
+        seen = 0
+        for key in sorted(self.buckets):
+            seen += self.buckets[key]
+            if seen >= rank:
+                return min(max(key, self.min), self.max)
+        return self.max
+
+    @property
+    def stddev(self):
+        return math.sqrt(self.m2 / (self.count - 1)) if self.count > 1 else 0.0
+
+    def summary(self):
+        return {"p50": self.percentile(50), "p90": self.percentile(90), "p99": self.percentile(99),
+                "max": self.max, "mean": round(self.mean, 1), "stddev": round(self.stddev, 1)}
+
+    def distribution(self):
+        """Counts per power-of-two range: [(low, high, count)], empty ranges inside the span included."""
+        if not self.count:
+            return []
+        counts = {}
+        for key, n in self.buckets.items():
+            exponent = key.bit_length()  # values in [2**(e-1), 2**e)
+            counts[exponent] = counts.get(exponent, 0) + n
+        low, high = min(counts), max(counts)
+        return [((1 << (e - 1)) if e else 0, (1 << e), counts.get(e, 0)) for e in range(low, high + 1)]
+
+
+class Timeline:
+    """Side effects in flight over time, kept in at most 2 * LIMIT equal time buckets (the width doubles as the
+    trace goes on), summarised into ten at the end."""
+
+    LIMIT = 2048
+
+    def __init__(self):
+        self.start = None
+        self.width = 1_000  # 1 µs, doubled as needed
+        self.area = []
+        self.peak = []
+        self.level = 0
+        self.last = None
+
+    def _grow(self, upto):
+        index = int((upto - self.start) // self.width)
+        while index >= 2 * self.LIMIT:
+            self.area = [self.area[i] + (self.area[i + 1] if i + 1 < len(self.area) else 0) for i in range(0, len(self.area), 2)]
+            self.peak = [max(self.peak[i], self.peak[i + 1] if i + 1 < len(self.peak) else 0) for i in range(0, len(self.peak), 2)]
+            self.width *= 2
+            index = int((upto - self.start) // self.width)
+        while len(self.area) <= index:
+            self.area.append(0.0)
+            self.peak.append(0)
+        return index
+
+    def advance(self, ts):
+        if self.start is None:
+            self.start = self.last = ts
+        if ts < self.last:
+            ts = self.last
+        # The level was constant on [last, ts): add its time-weighted share to each bucket it overlaps.
+        last_index = self._grow(ts)  # may widen the buckets: index the start of the span afterwards
+        first = int((self.last - self.start) // self.width)
+        for index in range(first, last_index + 1):
+            lo = max(self.last, self.start + index * self.width)
+            hi = min(ts, self.start + (index + 1) * self.width)
+            if hi > lo:
+                self.area[index] += self.level * (hi - lo)
+                self.peak[index] = max(self.peak[index], self.level)
+        self.last = ts
+
+    def change(self, ts, delta):
+        self.advance(ts)
+        self.level += delta
+        index = self._grow(ts)
+        self.peak[index] = max(self.peak[index], self.level)
+
+    def summary(self, stop, buckets=10):
+        if self.start is None:
+            return []
+        self.advance(stop)
+        span = max(stop - self.start, 1)
+        width = span / buckets
+        area = [0.0] * buckets
+        peak = [0] * buckets
+        for index, (a, p) in enumerate(zip(self.area, self.peak)):
+            # Share the fine bucket's area between the summary buckets it overlaps, in proportion.
+            lo, hi = index * self.width, (index + 1) * self.width
+            first, last = min(int(lo / width), buckets - 1), min(int(hi / width), buckets - 1)
+            for target in range(first, last + 1):
+                overlap = min(hi, (target + 1) * width) - max(lo, target * width)
+                if overlap > 0 or first == last:
+                    area[target] += a * (overlap / self.width if first != last else 1)
+                    if p and overlap > 0:
+                        peak[target] = max(peak[target], p)
+        return [{"from_ms": round(i * width / 1e6, 3), "to_ms": round((i + 1) * width / 1e6, 3),
+                 "mean_in_flight": round(area[i] / width, 3), "max_in_flight": peak[i]} for i in range(buckets)]
+
+
+def parse_duration(text):
+    """'1500' (ns), '250us', '2ms', '1.5s' → nanoseconds."""
+    units = (("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9))
+    value = text.strip()
+    for suffix, scale in sorted(units, key=lambda u: -len(u[0])):
+        if value.endswith(suffix):
+            number, factor = value[: -len(suffix)], scale
+            break
+    else:
+        number, factor = value, 1
     try:
-        iterator = bt2.TraceCollectionMessageIterator(path)
-        for message in iterator:
-            kind = type(message)
-            if kind is bt2._EventMessageConst:
-                event = message.event
-                if not event.name.startswith("katana:"):
-                    continue
-                record = {"event": event.name[len("katana:"):], "ts": message.default_clock_snapshot.ns_from_origin}
-                context = event.common_context_field
-                if context is not None:
-                    for key, value in context.items():
-                        record[key] = _field(value)
-                for key, value in event.payload_field.items():
-                    record[key] = _field(value)
-                events.append(record)
-            elif kind is bt2._DiscardedEventsMessageConst:
-                # The count is the difference of two snapshots of a per-stream counter; when a full ring buffer
-                # makes packets arrive out of step it can come out "negative" (wrapped to nearly 2**64). Such a
-                # count, or none, still means events were lost: count it as one.
-                count = message.count
-                discarded += count if count is not None and 0 < count < 2**40 else 1
-    except TraceError:
-        raise
-    except Exception as error:  # bt2 raises its own error types for unreadable or truncated traces
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise TraceError(f"{path}: not a readable CTF trace ({first_line})") from None
-    if not events:
-        raise TraceError(f"{path}: no katana events in this trace (was `lttng enable-event -u 'katana:*'` run?)")
-    return events, discarded
+        result = float(number) * factor
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 1500, 250us, 2ms, 1.5s)") from None
+    if not math.isfinite(result) or result < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 1500, 250us, 2ms, 1.5s)")
+    return int(result)
 
 
-def check(events, discarded):
-    """Integrity of the dispatch events: a list of problems (empty when the trace is whole)."""
-    problems = []
-    by_id = {}
-    for event in events:
-        if event["event"] in ("dispatch_enqueue", "dispatch_begin", "dispatch_end"):
-            # Ids are unique per process: a trace of several processes is keyed by (vpid, id).
-            by_id.setdefault((event.get("vpid"), event["id"]), []).append(event)
-    order = ["dispatch_enqueue", "dispatch_begin", "dispatch_end"]
-    rank = {name: index for index, name in enumerate(order)}
-    for (_, dispatch_id), unordered in by_id.items():
-        # The requirement is time order; per-CPU buffers do not promise the merged output is in it.
-        seen = sorted(unordered, key=lambda e: (e["ts"], rank[e["event"]]))
-        names = [e["event"] for e in seen]
-        if names != order:
-            problems.append(f"id {dispatch_id}: events {names}, expected enqueue, begin, end once each in that order")
-            continue
-        if not seen[0]["ts"] <= seen[1]["ts"] <= seen[2]["ts"]:
-            problems.append(f"id {dispatch_id}: timestamps out of order")
-        kinds = {e["kind"] for e in seen}
-        names_ = {e["name"] for e in seen}
-        if len(kinds) != 1 or len(names_) != 1:
-            problems.append(f"id {dispatch_id}: kind or name differs between its events")
-        if seen[0]["parent_id"] != seen[1]["parent_id"]:
-            problems.append(f"id {dispatch_id}: parent_id differs between enqueue and begin")
-    for t in transitions(events).values():
-        if "begin" not in t or "end" not in t:
-            problems.append(f"transition {t['id']} ({t['name']}): has {'begin' if 'begin' in t else 'end'} only")
-        elif t["end"] < t["begin"]:
-            problems.append(f"transition {t['id']} ({t['name']}): ends before it begins")
-    if discarded:
-        problems.insert(0, f"{discarded} events were DISCARDED by the tracer, so some dispatches look incomplete: "
-                           f"use a bigger channel (lttng enable-channel -u --subbuf-size=8M --num-subbuf=8)")
-    return problems, len(by_id)
+def parse_seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be a finite number of seconds from the trace's start, >= 0")
+    return value
 
 
-def percentile(sorted_values, p):
-    """Nearest-rank percentile of an already sorted list (p in 0..100)."""
-    if not sorted_values:
-        return 0
-    rank = max(1, int(round(p / 100.0 * len(sorted_values) + 0.5)))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
+def parse_top(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if not 1 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"--top takes 1 to 100000, not {value}")
+    return value
 
 
-def dispatches(events):
-    """Complete dispatches keyed by (vpid, id): {name, kind, parent, enqueue, begin, end, queue, vtid, outcome}."""
-    table = {}
-    for event in events:
-        name = event["event"]
-        if name not in ("dispatch_enqueue", "dispatch_begin", "dispatch_end"):
-            continue
-        entry = table.setdefault((event.get("vpid"), event["id"]), {"id": event["id"], "vpid": event.get("vpid")})
-        stage = name[len("dispatch_"):]
+# ------------------------------------------------------------------------------------------------------- dispatches
+
+class Dispatches:
+    """Pairs the three events of each dispatch as they stream by and hands each whole dispatch to `on_whole` when
+    its last event arrives; only dispatches in flight are held. Per (vpid, id): the event's fields plus `chain`,
+    the (id, name) of its parent side effects, nearest first, resolved while the parent is in flight."""
+
+    def __init__(self, on_whole):
+        self.on_whole = on_whole
+        self.open = {}
+        self.seen = 0
+
+    def add(self, event):
+        key = (event.get("vpid"), event["id"])
+        entry = self.open.get(key)
+        if entry is None:
+            entry = self.open[key] = {"id": event["id"], "vpid": event.get("vpid"), "name": event["name"],
+                                      "kind": event["kind"]}
+            self.seen += 1
+        stage = event["event"][9:]
+        if stage in entry:  # a second event of the same stage: an id reused (or damaged data); start again
+            self.open[key] = entry = {"id": event["id"], "vpid": event.get("vpid"), "name": event["name"],
+                                      "kind": event["kind"]}
+            self.seen += 1
         entry[stage] = event["ts"]
-        entry["name"] = event["name"]
-        entry["kind"] = event["kind"]
         if stage == "enqueue":
-            entry["parent"] = event["parent_id"]
+            entry["parent"] = parent = event["parent_id"]
             entry["enqueue_queue"] = event["queue"]
             entry["enqueue_vtid"] = event.get("vtid")
+            entry["queue_depth"] = event.get("queue_depth")
+            if parent:
+                up = self.open.get((event.get("vpid"), parent))
+                entry["chain"] = ((parent, up["name"]),) + up.get("chain", ())[:15] if up else ((parent, None),)
         elif stage == "begin":
             entry["queue"] = event["queue"]
             entry["vtid"] = event.get("vtid")
             entry["parallelism"] = event["parallelism"]
+            if "parent" not in entry:
+                entry["parent"] = event["parent_id"]
         else:
             entry["outcome"] = event["outcome"]
-    return table
+            entry["end_vtid"] = event.get("vtid")
+        if "enqueue" in entry and "begin" in entry and "end" in entry:
+            del self.open[key]
+            self.on_whole(entry)
+
+    def incomplete(self):
+        return list(self.open.values())
 
 
-def transitions(events):
-    """Navigation transitions (KatanaRouter) keyed by (vpid, transition_id): {name, begin, end, outcome, vtid}."""
-    table = {}
-    for event in events:
-        if event["event"] not in ("transition_begin", "transition_end"):
-            continue
-        entry = table.setdefault((event.get("vpid"), event["transition_id"]),
-                                 {"id": event["transition_id"], "vpid": event.get("vpid"), "name": event["name"]})
+class Transitions:
+    """Navigation transitions (KatanaRouter), paired the same way."""
+
+    def __init__(self, on_whole):
+        self.on_whole = on_whole
+        self.open = {}
+
+    def add(self, event):
+        key = (event.get("vpid"), event["transition_id"])
+        entry = self.open.setdefault(key, {"id": event["transition_id"], "vpid": event.get("vpid"),
+                                           "name": event["name"]})
         if event["event"] == "transition_begin":
             entry["begin"] = event["ts"]
             entry["vtid"] = event.get("vtid")
         else:
             entry["end"] = event["ts"]
             entry["outcome"] = event["outcome"]
-    return table
+            entry["end_vtid"] = event.get("vtid")
+        if "begin" in entry and "end" in entry:
+            del self.open[key]
+            self.on_whole(entry)
 
 
-def transition_summary(events):
-    """Per transition name: count, outcomes, duration percentiles (complete begin/end pairs only)."""
-    by_name = {}
-    for t in transitions(events).values():
-        if "begin" in t and "end" in t:
-            by_name.setdefault(t["name"], []).append(t)
-    summary = []
-    for name, items in sorted(by_name.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        durations = sorted(t["end"] - t["begin"] for t in items)
-        outcomes = {}
-        for t in items:
-            outcomes[str(t["outcome"])] = outcomes.get(str(t["outcome"]), 0) + 1
-        summary.append({"name": name, "count": len(items), "outcomes": outcomes,
-                        "duration_ns": {q: percentile(durations, p) for q, p in (("p50", 50), ("max", 100))}})
-    return summary
+# ------------------------------------------------------------------------------------------------------------ check
+
+def check(reader):
+    """Integrity of the dispatch events: (problems, dispatches). Streams: holds only dispatches in flight."""
+    problems = []
+    rank = {name: index for index, name in enumerate(STAGES)}
+    open_ = {}
+    dispatches = 0
+    transitions = {}
+
+    def finish(key, events):
+        dispatch_id = key[1]
+        seen = sorted(events, key=lambda e: (e["ts"], rank[e["event"]]))
+        names = [e["event"] for e in seen]
+        if names != list(STAGES):
+            problems.append(f"id {dispatch_id}: events {names}, expected enqueue, begin, end once each in that order")
+            return
+        if not seen[0]["ts"] <= seen[1]["ts"] <= seen[2]["ts"]:
+            problems.append(f"id {dispatch_id}: timestamps out of order")
+        if len({e["kind"] for e in seen}) != 1 or len({e["name"] for e in seen}) != 1:
+            problems.append(f"id {dispatch_id}: kind or name differs between its events")
+        if seen[0]["parent_id"] != seen[1]["parent_id"]:
+            problems.append(f"id {dispatch_id}: parent_id differs between enqueue and begin")
+
+    for event in reader:
+        name = event["event"]
+        if name in rank:
+            # Ids are unique per process: a trace of several processes is keyed by (vpid, id).
+            key = (event.get("vpid"), event["id"])
+            events = open_.get(key)
+            if events is None:
+                events = open_[key] = []
+                dispatches += 1
+            events.append(event)
+            if len(events) == 3:
+                finish(key, open_.pop(key))
+        elif name in ("transition_begin", "transition_end"):
+            key = (event.get("vpid"), event["transition_id"])
+            t = transitions.setdefault(key, {"id": event["transition_id"], "name": event["name"]})
+            t["begin" if name == "transition_begin" else "end"] = event["ts"]
+            if "begin" in t and "end" in t:
+                if t["end"] < t["begin"]:
+                    problems.append(f"transition {t['id']} ({t['name']}): ends before it begins")
+                del transitions[key]
+    for key, events in open_.items():
+        finish(key, events)
+    for t in transitions.values():
+        problems.append(f"transition {t['id']} ({t['name']}): has {'begin' if 'begin' in t else 'end'} only")
+    if reader.discarded:
+        problems.insert(0, f"{reader.discarded} events were DISCARDED by the tracer, so some dispatches look "
+                           f"incomplete: use a bigger channel (lttng enable-channel -u --subbuf-size=8M --num-subbuf=8)")
+    return problems, dispatches
 
 
-def analyze(events, discarded):
-    table = dispatches(events)
-    whole = [d for d in table.values() if "enqueue" in d and "begin" in d and "end" in d]
-    by_name = {}
-    for d in whole:
-        by_name.setdefault(d["name"], []).append(d)
-    types = []
-    for name, items in sorted(by_name.items(), key=lambda kv: -len(kv[1])):
-        waits = sorted(d["begin"] - d["enqueue"] for d in items)
-        services = sorted(d["end"] - d["begin"] for d in items)
-        outcomes = {}
-        for d in items:
-            outcomes[d["outcome"]] = outcomes.get(d["outcome"], 0) + 1
-        types.append({
-            "name": name, "kind": items[0]["kind"], "count": len(items), "outcomes": outcomes,
-            "queue_wait_ns": {q: percentile(waits, p) for q, p in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))},
-            "service_ns": {q: percentile(services, p) for q, p in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))},
-        })
-    # Parallelism over time: side effects in flight, sampled from begin/end, summarised per tenth of the trace.
-    side = sorted((d["begin"], d["end"]) for d in whole if d["kind"] == "side_effect")
-    timeline = []
-    if whole:
-        start = min(d["enqueue"] for d in whole)
-        stop = max(d["end"] for d in whole)
-        span = max(stop - start, 1)
-        edges = sorted([(b, 1) for b, _ in side] + [(e, -1) for _, e in side])
-        buckets = 10
-        width = span / buckets
-        peak = [0] * buckets
-        area = [0.0] * buckets
-        level, last = 0, start
-        for ts, delta in edges + [(stop, 0)]:
-            # The level was constant on [last, ts): add its time-weighted share to each bucket it overlaps.
-            if ts > last:
-                first_bucket = min(int((last - start) / width), buckets - 1)
-                last_bucket = min(int((ts - start) / width), buckets - 1)
-                for index in range(first_bucket, last_bucket + 1):
-                    lo = max(last, start + index * width)
-                    hi = min(ts, start + (index + 1) * width)
-                    if hi > lo:
-                        area[index] += level * (hi - lo)
-                        peak[index] = max(peak[index], level)
-            level += delta
-            index = min(int((ts - start) / width), buckets - 1)
-            peak[index] = max(peak[index], level)
-            last = ts
-        for index in range(buckets):
-            timeline.append({"from_ms": round(index * span / buckets / 1e6, 3),
-                             "to_ms": round((index + 1) * span / buckets / 1e6, 3),
-                             "mean_in_flight": round(area[index] / width, 3), "max_in_flight": peak[index]})
-    # Nesting: which types dispatch which, via parent_id.
-    by_key = {(d["vpid"], d["id"]): d for d in whole}
-    edges_count = {}
+# ---------------------------------------------------------------------------------------------------------- analyze
+
+def analyze(reader, top=0, begin=None, end=None, min_duration=0):
+    """The analysis report, computed in one pass. `begin`/`end` (seconds from the trace's first event) keep the
+    dispatches that began in that window; `min_duration` (ns) keeps those whose service took at least that long."""
+    types = {}
+    edges = {}
     roots = {}
-    for d in whole:
-        parent = by_key.get((d["vpid"], d.get("parent", 0)))
-        if parent is None:
+    longest = []
+    order = [0]
+    timeline = Timeline()
+    state = {"origin": None, "stop": None, "whole": 0, "kept": 0, "max_parallelism": 0}
+    transition_stats = {}
+
+    def keep(d):
+        origin = state["origin"]
+        if begin is not None and d["begin"] < origin + begin * 1e9:
+            return False
+        if end is not None and d["begin"] > origin + end * 1e9:
+            return False
+        return d["end"] - d["begin"] >= min_duration
+
+    def on_whole(d):
+        state["whole"] += 1
+        if d["kind"] == "side_effect":
+            timeline.change(d["end"], -1)
+        if not keep(d):
+            return
+        state["kept"] += 1
+        state["max_parallelism"] = max(state["max_parallelism"], d.get("parallelism", 0))
+        wait, service = d["begin"] - d["enqueue"], d["end"] - d["begin"]
+        t = types.get(d["name"])
+        if t is None:
+            t = types[d["name"]] = {"kind": d["kind"], "count": 0, "outcomes": {}, "wait": Histogram(), "service": Histogram()}
+        t["count"] += 1
+        t["outcomes"][d["outcome"]] = t["outcomes"].get(d["outcome"], 0) + 1
+        t["wait"].add(wait)
+        t["service"].add(service)
+        chain = d.get("chain", ())
+        if not chain or chain[0][1] is None:
             roots[d["name"]] = roots.get(d["name"], 0) + 1
         else:
-            key = (parent["name"], d["name"])
-            edges_count[key] = edges_count.get(key, 0) + 1
-    report_transitions = transition_summary(events)
-    return {
-        **({"transitions": report_transitions} if report_transitions else {}),
-        "dispatches": len(table), "complete": len(whole), "discarded_events": discarded,
-        "types": types, "parallelism_timeline": timeline,
-        "max_parallelism": max((d.get("parallelism", 0) for d in whole), default=0),
+            edge = (chain[0][1], d["name"])
+            edges[edge] = edges.get(edge, 0) + 1
+        if top:
+            order[0] += 1
+            item = (service, -order[0], d)
+            if len(longest) < top:
+                heapq.heappush(longest, item)
+            elif item > longest[0]:
+                heapq.heapreplace(longest, item)
+
+    def on_transition(t):
+        stats = transition_stats.setdefault(t["name"], {"count": 0, "outcomes": {}, "duration": Histogram()})
+        stats["count"] += 1
+        stats["outcomes"][str(t["outcome"])] = stats["outcomes"].get(str(t["outcome"]), 0) + 1
+        stats["duration"].add(t["end"] - t["begin"])
+
+    table = Dispatches(on_whole)
+    paired_transitions = Transitions(on_transition)
+    for event in reader:
+        if state["origin"] is None:
+            state["origin"] = event["ts"]
+        state["stop"] = event["ts"]
+        name = event["event"]
+        if name in STAGES:
+            if name == "dispatch_begin" and event["kind"] == "side_effect":
+                timeline.change(event["ts"], 1)
+            table.add(event)
+        elif name in ("transition_begin", "transition_end"):
+            paired_transitions.add(event)
+    # Side effects that began but never ended still count as in flight up to the end of the trace.
+    origin = state["origin"]
+
+    def relative(ts):
+        return round((ts - origin) / 1e9, 9)
+
+    report_types = []
+    for name, t in sorted(types.items(), key=lambda kv: (-kv[1]["count"], kv[0])):
+        report_types.append({"name": name, "kind": t["kind"], "count": t["count"], "outcomes": t["outcomes"],
+                             "queue_wait_ns": t["wait"].summary(), "service_ns": t["service"].summary(),
+                             "service_distribution": [{"from_ns": lo, "to_ns": hi, "count": n}
+                                                      for lo, hi, n in t["service"].distribution()]})
+    report = {
+        "dispatches": table.seen, "complete": state["whole"], "discarded_events": reader.discarded,
+        "events": reader.count,
+        "window": {"begin_s": begin, "end_s": end, "min_duration_ns": min_duration, "dispatches": state["kept"]},
+        "types": report_types, "parallelism_timeline": timeline.summary(state["stop"]),
+        "max_parallelism": state["max_parallelism"],
         "nesting": {"roots": roots, "children": [{"parent": p, "child": c, "count": n}
-                                                for (p, c), n in sorted(edges_count.items(), key=lambda kv: -kv[1])]},
+                                                for (p, c), n in sorted(edges.items(), key=lambda kv: (-kv[1], kv[0]))]},
     }
+    if transition_stats:
+        report["transitions"] = [
+            {"name": name, "count": s["count"], "outcomes": s["outcomes"],
+             "duration_ns": {"p50": s["duration"].percentile(50), "max": s["duration"].max}}
+            for name, s in sorted(transition_stats.items(), key=lambda kv: (-kv[1]["count"], kv[0]))]
+    if top:
+        report["top"] = [{"rank": rank + 1, "service_ns": service, "queue_wait_ns": d["begin"] - d["enqueue"],
+                          "begin_s": relative(d["begin"]), "begin_ns": d["begin"], "id": d["id"], "vpid": d["vpid"],
+                          "vtid": d.get("vtid"), "name": d["name"], "kind": d["kind"], "outcome": d["outcome"],
+                          "queue": d.get("queue"),
+                          "parents": [{"id": i, "name": n} for i, n in d.get("chain", ())]}
+                         for rank, (service, _, d) in enumerate(sorted(longest, reverse=True))]
+    return report
 
 
-def format_analysis(report):
-    def ns(value):
-        if value < 1_000:
-            return f"{value:.0f} ns"
-        if value < 1_000_000:
-            return f"{value / 1e3:.2f} µs"
-        if value < 1_000_000_000:
-            return f"{value / 1e6:.2f} ms"
-        return f"{value / 1e9:.2f} s"
+def ns_text(value):
+    if value < 1_000:
+        return f"{value:.0f} ns"
+    if value < 1_000_000:
+        return f"{value / 1e3:.2f} µs"
+    if value < 1_000_000_000:
+        return f"{value / 1e6:.2f} ms"
+    return f"{value / 1e9:.2f} s"
+
+
+def format_analysis(report, histogram=False):
     lines = []
     if report["discarded_events"]:
         lines.append(f"!!! WARNING: {report['discarded_events']} events were DISCARDED by the tracer: figures below "
                      f"are incomplete. Record with a bigger channel (--subbuf-size=8M --num-subbuf=8).")
     lines.append(f"{report['dispatches']} dispatches ({report['complete']} complete), "
                  f"max parallelism {report['max_parallelism']}")
+    window = report["window"]
+    if window["begin_s"] is not None or window["end_s"] is not None or window["min_duration_ns"]:
+        parts = []
+        if window["begin_s"] is not None or window["end_s"] is not None:
+            until = "the end" if window["end_s"] is None else f"{window['end_s']:g} s"
+            parts.append(f"began between {window['begin_s'] or 0:g} s and {until}")
+        if window["min_duration_ns"]:
+            parts.append(f"took at least {ns_text(window['min_duration_ns'])}")
+        lines.append(f"kept {window['dispatches']} dispatches that " + " and ".join(parts))
     lines.append("")
-    header = f"{'type':44} {'kind':13} {'count':>8}  {'wait p50':>9} {'wait p99':>9} {'wait max':>9}  {'svc p50':>9} {'svc p99':>9} {'svc max':>9}"
+    header = (f"{'type':44} {'kind':13} {'count':>8}  {'wait p50':>9} {'wait p99':>9} {'wait max':>9}  "
+              f"{'svc p50':>9} {'svc p99':>9} {'svc max':>9} {'svc sd':>9}")
     lines.append(header)
     lines.append("-" * len(header))
     for t in report["types"]:
         w, s = t["queue_wait_ns"], t["service_ns"]
-        lines.append(f"{t['name'][:44]:44} {t['kind']:13} {t['count']:>8}  {ns(w['p50']):>9} {ns(w['p99']):>9} {ns(w['max']):>9}"
-                     f"  {ns(s['p50']):>9} {ns(s['p99']):>9} {ns(s['max']):>9}")
+        lines.append(f"{t['name'][:44]:44} {t['kind']:13} {t['count']:>8}  {ns_text(w['p50']):>9} {ns_text(w['p99']):>9} "
+                     f"{ns_text(w['max']):>9}  {ns_text(s['p50']):>9} {ns_text(s['p99']):>9} {ns_text(s['max']):>9} "
+                     f"{ns_text(s['stddev']):>9}")
+    if histogram:
+        for t in report["types"]:
+            lines.append("")
+            lines.append(f"{t['name']} — service time distribution ({t['count']} dispatches):")
+            peak = max((b["count"] for b in t["service_distribution"]), default=0)
+            for b in t["service_distribution"]:
+                bar = "#" * (int(round(50 * b["count"] / peak)) if peak else 0)
+                lines.append(f"  {ns_text(b['from_ns']):>9} – {ns_text(b['to_ns']):>9}  {b['count']:>8}  {bar}")
     lines.append("")
     lines.append("side effects in flight over time:")
     for b in report["parallelism_timeline"]:
@@ -286,7 +569,7 @@ def format_analysis(report):
         lines.append(f"  {b['from_ms']:9.3f}–{b['to_ms']:9.3f} ms  mean {b['mean_in_flight']:6.2f}  max {b['max_in_flight']:3}  {bar}")
     lines.append("")
     lines.append("nesting (parent → child: count):")
-    for name, count in sorted(report["nesting"]["roots"].items(), key=lambda kv: -kv[1]):
+    for name, count in sorted(report["nesting"]["roots"].items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"  (top level) → {name}: {count}")
     for edge in report["nesting"]["children"]:
         lines.append(f"  {edge['parent']} → {edge['child']}: {edge['count']}")
@@ -295,113 +578,332 @@ def format_analysis(report):
         lines.append("navigation transitions (KatanaRouter):")
         for t in report["transitions"]:
             outcomes = ", ".join(f"{k} {v}" for k, v in sorted(t["outcomes"].items()))
-            lines.append(f"  {t['name'][:44]:44} {t['count']:>6}  p50 {ns(t['duration_ns']['p50']):>9}  "
-                         f"max {ns(t['duration_ns']['max']):>9}  ({outcomes})")
+            lines.append(f"  {t['name'][:44]:44} {t['count']:>6}  p50 {ns_text(t['duration_ns']['p50']):>9}  "
+                         f"max {ns_text(t['duration_ns']['max']):>9}  ({outcomes})")
+    if "top" in report:
+        lines.append("")
+        lines.append(f"the {len(report['top'])} longest dispatches (service time):")
+        for item in report["top"]:
+            chain = " ← ".join(f"{p['name'] or '?'} #{p['id']}" for p in item["parents"]) or "(top level)"
+            lines.append(f"  {item['rank']:>3}. {ns_text(item['service_ns']):>9}  at {item['begin_s']:.6f} s  "
+                         f"{item['name']} #{item['id']} ({item['kind']}, {item['outcome']}) on thread {item['vtid']}, "
+                         f"waited {ns_text(item['queue_wait_ns'])}; dispatched by {chain}")
     return "\n".join(lines)
 
 
-def export_perfetto(events):
-    """Chrome/Perfetto trace-event JSON: X slices on the thread that ran each dispatch, queue waits as async
-    b/e pairs, a parallelism counter track, and process/thread names. Timestamps in µs."""
-    table = dispatches(events)
-    whole = sorted((d for d in table.values() if "enqueue" in d and "begin" in d and "end" in d), key=lambda d: d["begin"])
-    origin = min((e["ts"] for e in events), default=0)
-    us = lambda ts: round((ts - origin) / 1000.0, 3)
-    out = []
-    pids, tids = set(), set()
-    for d in whole:
+# ----------------------------------------------------------------------------------------------------------- export
+
+class JsonArrayWriter:
+    """Writes `{"traceEvents": [ … ], …}` one event at a time."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.first = True
+        self.counts = {}
+        handle.write('{"traceEvents":[')
+
+    def add(self, event):
+        self.handle.write(("" if self.first else ",") + json.dumps(event, separators=(",", ":")))
+        self.first = False
+        self.counts[event["ph"]] = self.counts.get(event["ph"], 0) + 1
+
+    def close(self, extra):
+        self.handle.write("]," + json.dumps(extra, separators=(",", ":"))[1:])
+
+
+ROLES = {"updater_inline": "dispatching thread", "updater_queue": "updater lane", "side_effect_pool": "side-effect pool"}
+
+
+def export_perfetto(reader, handle):
+    """Chrome/Perfetto trace-event JSON, streamed to `handle`. Timestamps in µs from the first event.
+
+    - updaters: `X` slices on the thread that applied them (they never overlap there, so they nest strictly);
+    - side effects, which suspend and may move threads: async slices (`b`/`e`), one track group per type;
+    - queue waits: async slices from enqueue to begin ("queue wait");
+    - every dispatch call: a zero-length `X` slice ("dispatch NAME") where `dispatch` was called, and one flow from
+      the parent side effect (an instant on its track) through that call to the dispatch's begin;
+    - navigation transitions: async slices; a "side effects in flight" counter; process names (the `procname`
+      context when recorded) and thread names by role (what the thread ran)."""
+    writer = JsonArrayWriter(handle)
+    state = {"origin": None}
+    level = {}
+    roles = {}
+    procnames = {}
+
+    def us(ts):
+        return round((ts - state["origin"]) / 1000.0, 3)
+
+    def flow_id(d):
+        return f"{d['vpid'] or 0}:{d['id']}"
+
+    def on_whole(d):
         pid, tid = d["vpid"] or 0, d.get("vtid") or 0
-        pids.add(pid)
-        tids.add((pid, tid))
-        out.append({"name": d["name"], "cat": d["kind"], "ph": "X", "ts": us(d["begin"]),
-                    "dur": round((d["end"] - d["begin"]) / 1000.0, 3), "pid": pid, "tid": tid,
-                    "args": {"id": d["id"], "parent_id": d.get("parent", 0), "queue": d.get("queue"),
-                             "outcome": d.get("outcome"), "parallelism": d.get("parallelism")}})
-        # The wait between dispatch and begin, as an async slice with an id unique per (process, dispatch).
-        async_id = f"{pid}:{d['id']}"
-        waiter = d.get("enqueue_vtid") or tid
-        out.append({"name": "queue wait", "cat": "queue_wait", "ph": "b", "id": async_id, "ts": us(d["enqueue"]),
-                    "pid": pid, "tid": waiter, "args": {"dispatchable": d["name"], "queue": d.get("enqueue_queue")}})
-        out.append({"name": "queue wait", "cat": "queue_wait", "ph": "e", "id": async_id, "ts": us(d["begin"]),
-                    "pid": pid, "tid": waiter})
-    # Navigation transitions: X slices on the thread that ran them, category "navigation".
-    for t in sorted(transitions(events).values(), key=lambda t: t.get("begin", 0)):
-        if "begin" not in t or "end" not in t:
-            continue
+        caller = d.get("enqueue_vtid") or tid
+        roles.setdefault((pid, tid), {}).setdefault(d.get("queue"), 0)
+        roles[(pid, tid)][d.get("queue")] += 1
+        args = {"id": d["id"], "parent_id": d.get("parent", 0), "queue": d.get("queue"),
+                "outcome": d.get("outcome"), "parallelism": d.get("parallelism"),
+                "queue_wait_us": round((d["begin"] - d["enqueue"]) / 1000.0, 3)}
+        bind = flow_id(d)
+        chain = d.get("chain", ())
+        # Where it was dispatched: the parent side effect (an instant on its async track) → the dispatch call.
+        if chain:
+            parent_id, parent_name = chain[0]
+            writer.add({"name": parent_name or "side effect", "cat": "side_effect", "ph": "n", "id": f"{pid}:{parent_id}",
+                        "ts": us(d["enqueue"]), "pid": pid, "tid": caller, "bind_id": bind, "flow_out": True,
+                        "args": {"dispatched": d["name"], "child_id": d["id"]}})
+        call = {"name": f"dispatch {d['name']}", "cat": "dispatch", "ph": "X", "ts": us(d["enqueue"]), "dur": 0,
+                "pid": pid, "tid": caller, "bind_id": bind, "flow_out": True,
+                "args": {"id": d["id"], "queue": d.get("enqueue_queue"), "queue_depth": d.get("queue_depth")}}
+        if chain:
+            call["flow_in"] = True
+        writer.add(call)
+        # The queue wait, then the dispatch itself, which ends the flow.
+        writer.add({"name": "queue wait", "cat": "queue_wait", "ph": "b", "id": f"w{pid}:{d['id']}",
+                    "ts": us(d["enqueue"]), "pid": pid, "tid": caller,
+                    "args": {"dispatchable": d["name"], "queue": d.get("enqueue_queue")}})
+        writer.add({"name": "queue wait", "cat": "queue_wait", "ph": "e", "id": f"w{pid}:{d['id']}",
+                    "ts": us(d["begin"]), "pid": pid, "tid": caller})
+        if d["kind"] == "side_effect":
+            writer.add({"name": d["name"], "cat": "side_effect", "ph": "b", "id": f"{pid}:{d['id']}",
+                        "ts": us(d["begin"]), "pid": pid, "tid": tid, "bind_id": bind, "flow_in": True, "args": args})
+            writer.add({"name": d["name"], "cat": "side_effect", "ph": "e", "id": f"{pid}:{d['id']}",
+                        "ts": us(d["end"]), "pid": pid, "tid": d.get("end_vtid") or tid})
+        else:
+            writer.add({"name": d["name"], "cat": "state_updater", "ph": "X", "ts": us(d["begin"]),
+                        "dur": round((d["end"] - d["begin"]) / 1000.0, 3), "pid": pid, "tid": tid,
+                        "bind_id": bind, "flow_in": True, "args": args})
+
+    def on_transition(t):
         pid, tid = t["vpid"] or 0, t.get("vtid") or 0
-        pids.add(pid)
-        tids.add((pid, tid))
-        out.append({"name": t["name"], "cat": "navigation", "ph": "X", "ts": us(t["begin"]),
-                    "dur": round((t["end"] - t["begin"]) / 1000.0, 3), "pid": pid, "tid": tid,
-                    "args": {"transition_id": t["id"], "outcome": t.get("outcome")}})
-    # Parallelism counter: side effects in flight, per process.
+        writer.add({"name": t["name"], "cat": "navigation", "ph": "b", "id": f"t{pid}:{t['id']}", "ts": us(t["begin"]),
+                    "pid": pid, "tid": tid, "args": {"transition_id": t["id"], "outcome": t.get("outcome")}})
+        writer.add({"name": t["name"], "cat": "navigation", "ph": "e", "id": f"t{pid}:{t['id']}", "ts": us(t["end"]),
+                    "pid": pid, "tid": t.get("end_vtid") or tid})
+
+    table = Dispatches(on_whole)
+    paired_transitions = Transitions(on_transition)
+    for event in reader:
+        if state["origin"] is None:
+            state["origin"] = event["ts"]
+        pid = event.get("vpid") or 0
+        if "procname" in event and pid not in procnames:
+            procnames[pid] = event["procname"]
+        name = event["event"]
+        if name in STAGES:
+            if event["kind"] == "side_effect" and name != "dispatch_enqueue":
+                level[pid] = level.get(pid, 0) + (1 if name == "dispatch_begin" else -1)
+                writer.add({"name": "side effects in flight", "ph": "C", "ts": us(event["ts"]), "pid": pid,
+                            "args": {"in_flight": level[pid]}})
+            table.add(event)
+        elif name in ("transition_begin", "transition_end"):
+            paired_transitions.add(event)
+        else:
+            roles.setdefault((pid, event.get("vtid") or 0), {})
+    pids = sorted({pid for pid, _ in roles} | set(level) | set(procnames))
     for pid in pids:
-        level = 0
-        changes = sorted([(d["begin"], 1) for d in whole if d["kind"] == "side_effect" and (d["vpid"] or 0) == pid]
-                         + [(d["end"], -1) for d in whole if d["kind"] == "side_effect" and (d["vpid"] or 0) == pid])
-        for ts, delta in changes:
-            level += delta
-            out.append({"name": "side effects in flight", "ph": "C", "ts": us(ts), "pid": pid, "args": {"in_flight": level}})
-    metadata = [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"katana pid {pid}"}} for pid in sorted(pids)]
-    metadata += [{"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"thread {tid}"}}
-                 for pid, tid in sorted(tids)]
-    return {"traceEvents": metadata + out, "displayTimeUnit": "ns",
-            "otherData": {"source": "katana_trace.py export", "dispatches": len(whole)}}
+        writer.add({"name": "process_name", "ph": "M", "pid": pid,
+                    "args": {"name": f"{procnames[pid]} (pid {pid})" if pid in procnames else f"katana pid {pid}"}})
+    for (pid, tid), seen in sorted(roles.items()):
+        ran = [ROLES.get(queue, queue) for queue, _ in sorted(seen.items(), key=lambda kv: -kv[1]) if queue]
+        label = " + ".join(ran) if ran else "thread"
+        writer.add({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"{label} {tid}"}})
+    incomplete = len(table.incomplete())
+    writer.close({"displayTimeUnit": "ns", "otherData": {"source": "katana_trace.py export",
+                                                         "dispatches": table.seen - incomplete,
+                                                         "incomplete_dispatches": incomplete}})
+    return writer.counts, table.seen - incomplete
+
+
+# -------------------------------------------------------------------------------------------- commands and workers
+
+def output_target(path):
+    """Where the export goes: a symbolic link is followed to its target; a directory or anything else that is not a
+    regular file is refused."""
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        raise TraceError(f"cannot write {path}: it is a directory (give a file name, e.g. {os.path.join(path, 'trace.json')})")
+    if os.path.exists(real) and not stat.S_ISREG(os.stat(real).st_mode):
+        raise TraceError(f"cannot write {path}: it exists and is not a regular file")
+    directory = os.path.dirname(real)
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise TraceError(f"cannot write {path}: {directory} is not a writable directory")
+    return real
+
+
+def open_output(path):
+    """A temporary file beside the target, which replaces it only when the export succeeded."""
+    real = output_target(path)
+    descriptor, temporary = tempfile.mkstemp(prefix=".katana-export-", dir=os.path.dirname(real))
+    return real, temporary, os.fdopen(descriptor, "w")
+
+
+def run_command(args, progress):
+    reader = Reader(args.trace, progress)
+    if args.command == "dump":
+        out = sys.stdout
+        for event in reader:
+            out.write(json.dumps(event, sort_keys=True) + "\n")
+        out.write(json.dumps({"event": "_summary", "discarded": reader.discarded, "count": reader.count}) + "\n")
+        return 0
+    if args.command == "analyze":
+        report = analyze(reader, top=args.top or 0, begin=args.begin, end=args.end, min_duration=args.min_duration)
+        print(json.dumps(report, indent=2) if args.json else format_analysis(report, histogram=args.histogram))
+        if reader.discarded:
+            sys.stderr.write(f"{PROG}: WARNING: {reader.discarded} events were DISCARDED by the tracer\n")
+        return 0
+    if args.command == "export":
+        target, temporary, handle = open_output(args.output)
+        try:
+            with handle:
+                counts, dispatches = export_perfetto(reader, handle)
+            os.replace(temporary, target)
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+        print(json.dumps({"output": args.output, "dispatches": dispatches, "events_by_phase": counts}, sort_keys=True))
+        return 0
+    if args.command == "check":
+        problems, dispatches = check(reader)
+        if reader.discarded:
+            sys.stderr.write(f"{PROG}: WARNING: {reader.discarded} events were DISCARDED by the tracer\n")
+        print(json.dumps({"dispatches": dispatches, "events": reader.count, "discarded": reader.discarded,
+                          "problems": problems[:20], "problem_count": len(problems)}, indent=2))
+        return 1 if problems else 0
+    return 2
+
+
+def worker(args):
+    """The child: runs the command, and writes a byte to the progress pipe every 20,000 events."""
+    fd = int(os.environ["KATANA_TRACE_PROGRESS_FD"])
+
+    def progress():
+        try:
+            os.write(fd, b".")
+        except OSError:
+            pass
+
+    progress()
+    try:
+        return run_command(args, progress)
+    except TraceError as error:
+        sys.stderr.write(f"{PROG}: {error}\n")
+        return 2
+
+
+def check_trace_path(path):
+    if not os.path.exists(path):
+        raise TraceError(f"{path}: no such file or directory")
+    mode = os.stat(path).st_mode
+    if not stat.S_ISDIR(mode):
+        raise TraceError(f"{path}: not a directory (give the trace directory lttng printed)")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise TraceError(f"{path}: not readable")
+
+
+def supervise(argv, args):
+    """Runs the command in a child process and watches it: babeltrace2 aborting or spinning on a damaged trace ends
+    the command with one line and exit status 2, never with a hang, a core dump or a page of logs."""
+    read_end, write_end = os.pipe()
+    environment = dict(os.environ, KATANA_TRACE_PROGRESS_FD=str(write_end), LIBBABELTRACE2_INIT_LOG_LEVEL="NONE",
+                       BABELTRACE_PYTHON_BT2_LOG_LEVEL="NONE")
+    child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--_worker"] + argv,
+                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(write_end,), env=environment)
+    os.close(write_end)
+    errors = bytearray()
+    last_progress = time.monotonic()
+    streams = [read_end, child.stderr.fileno()]
+    stalled = False
+    interrupted = False
+    try:
+        while streams:
+            ready, _, _ = select.select(streams, [], [], 0.5)
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    streams.remove(fd)
+                elif fd == read_end:
+                    last_progress = time.monotonic()
+                else:
+                    errors.extend(chunk)
+                    del errors[:-65536]
+            if read_end in streams and time.monotonic() - last_progress > args.stall_timeout:
+                stalled = True
+                child.kill()
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+        child.kill()
+    status = child.wait()
+    os.close(read_end)
+    own = [line for line in errors.decode(errors="replace").splitlines() if line.startswith(f"{PROG}:")]
+    if interrupted:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    if stalled:
+        sys.stderr.write(f"{PROG}: {args.trace}: reading made no progress for {args.stall_timeout:g} s and was "
+                         f"stopped: babeltrace2 is stuck on it (truncated metadata, or a FIFO instead of a file?)\n")
+        return 2
+    for line in own:
+        sys.stderr.write(line + "\n")
+    if status < 0:
+        reason = signal.Signals(-status).name if -status in signal.Signals._value2member_map_ else f"signal {-status}"
+        sys.stderr.write(f"{PROG}: {args.trace}: not a readable CTF trace (babeltrace2 ended with {reason}: "
+                         f"damaged metadata or data streams)\n")
+        return 2
+    if status not in (0, 1, 2) and not own:
+        sys.stderr.write(f"{PROG}: {args.trace}: reading failed (exit status {status})\n")
+        return 2
+    return status
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="katana_trace.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stall-timeout", type=parse_seconds, default=30.0,
+                        help="stop a read that makes no progress for this many seconds (default 30)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, summary in (("check", "integrity: every dispatch enqueued, begun and ended, nothing discarded"),
+                          ("dump", "the katana events as JSON lines")):
+        p = sub.add_parser(name, help=summary)
+        p.add_argument("trace")
+    p = sub.add_parser("analyze", help="per-type latencies, parallelism, nesting, the longest dispatches")
+    p.add_argument("trace")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--top", type=parse_top, metavar="N", help="list the N longest dispatches (service time) with "
+                   "timestamp, id, type, thread and parent chain")
+    p.add_argument("--begin", type=parse_seconds, metavar="S", help="keep dispatches that began at least S seconds "
+                   "after the trace's first event")
+    p.add_argument("--end", type=parse_seconds, metavar="S", help="keep dispatches that began at most S seconds after it")
+    p.add_argument("--min-duration", type=parse_duration, default=0, metavar="D",
+                   help="keep dispatches whose service took at least D (e.g. 500us, 2ms)")
+    p.add_argument("--histogram", action="store_true", help="print each type's service-time distribution")
+    p = sub.add_parser("export", help="Chrome/Perfetto trace-event JSON (open it at ui.perfetto.dev)")
+    p.add_argument("trace")
+    p.add_argument("-o", "--output", required=True, help="where to write the trace-event JSON")
+    return parser
 
 
 def main(argv=None):
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("check", "dump"):
-        p = sub.add_parser(name)
-        p.add_argument("trace")
-    p = sub.add_parser("analyze")
-    p.add_argument("trace")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p = sub.add_parser("export")
-    p.add_argument("trace")
-    p.add_argument("-o", "--output", required=True, help="where to write the trace-event JSON")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    is_worker = argv[:1] == ["--_worker"]
+    if is_worker:
+        argv = argv[1:]
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "export":
-        directory = os.path.dirname(os.path.abspath(args.output))
-        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-            sys.stderr.write(f"katana_trace: cannot write {args.output}: {directory} is not a writable directory\n")
-            return 2
+    if args.command == "analyze" and args.begin is not None and args.end is not None and args.end < args.begin:
+        parser.error(f"--end ({args.end:g}) is before --begin ({args.begin:g})")
+    if is_worker:
+        return worker(args)
     try:
-        events, discarded = read_events(args.trace)
+        check_trace_path(args.trace)
+        if args.command == "export":
+            output_target(args.output)
     except TraceError as error:
-        sys.stderr.write(f"katana_trace: {error}\n")
+        sys.stderr.write(f"{PROG}: {error}\n")
         return 2
-    if args.command == "dump":
-        out = sys.stdout
-        for event in events:
-            out.write(json.dumps(event, sort_keys=True) + "\n")
-        out.write(json.dumps({"event": "_summary", "discarded": discarded, "count": len(events)}) + "\n")
-        return 0
-    if args.command == "analyze":
-        report = analyze(events, discarded)
-        print(json.dumps(report, indent=2) if args.json else format_analysis(report))
-        if discarded:
-            sys.stderr.write(f"katana_trace: WARNING: {discarded} events were DISCARDED by the tracer\n")
-        return 0
-    if args.command == "export":
-        document = export_perfetto(events)
-        with open(args.output, "w") as handle:
-            json.dump(document, handle, separators=(",", ":"))
-        counts = {}
-        for e in document["traceEvents"]:
-            counts[e["ph"]] = counts.get(e["ph"], 0) + 1
-        print(json.dumps({"output": args.output, "events_by_phase": counts}, sort_keys=True))
-        return 0
-    if args.command == "check":
-        problems, dispatches = check(events, discarded)
-        if discarded:
-            sys.stderr.write(f"katana_trace: WARNING: {discarded} events were DISCARDED by the tracer\n")
-        print(json.dumps({"dispatches": dispatches, "events": len(events), "discarded": discarded,
-                          "problems": problems[:20], "problem_count": len(problems)}, indent=2))
-        return 1 if problems else 0
-    return 2
+    return supervise(argv, args)
 
 
 if __name__ == "__main__":

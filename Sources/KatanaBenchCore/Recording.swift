@@ -19,7 +19,7 @@ final class LTTngRecording {
         created = true
         try step(["enable-channel", "-u", "-s", name, "--subbuf-size=8M", "--num-subbuf=8", "katana"])
         try step(["enable-event", "-u", "-s", name, "-c", "katana", "katana:*"])
-        try step(["add-context", "-u", "-s", name, "-c", "katana", "-t", "vpid", "-t", "vtid"])
+        try step(["add-context", "-u", "-s", name, "-c", "katana", "-t", "vpid", "-t", "vtid", "-t", "procname"])
         try step(["start", name])
     }
 

@@ -209,7 +209,8 @@ extension LTTngRecordingTests {
         let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
         #expect(export.status == 0, "\(export.err)")
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
-        #expect(traceEventProblems(document).isEmpty)
+        #expect(traceEventProblems(document).isEmpty, "\(traceEventProblems(document).prefix(5))")
+        #expect(exportedDispatches(document) == (try recordedDispatches(directory.path)))
     }
 }
 

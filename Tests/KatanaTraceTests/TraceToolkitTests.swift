@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import KatanaTrace
 import Testing
 
@@ -28,11 +29,15 @@ enum Toolkit {
     }
 }
 
-/// Checks a Chrome/Perfetto trace-event document against the format's rules; returns the problems found.
+/// Checks a Chrome/Perfetto trace-event document against the format's rules and what Perfetto's importer needs:
+/// complete (`X`) slices nest strictly per thread (the importer drops those that do not), every async id has one
+/// begin and one end, and every flow (`bind_id`) has one start, one end and only steps between. Returns the problems.
 func traceEventProblems(_ document: [String: Any]) -> [String] {
     guard let events = document["traceEvents"] as? [[String: Any]] else { return ["no traceEvents array"] }
     var problems: [String] = []
     var open: [String: Int] = [:]
+    var slices: [String: [(start: Double, end: Double, name: String)]] = [:]
+    var flows: [String: (starts: Int, ends: Int)] = [:]
     for (index, event) in events.enumerated() {
         guard let ph = event["ph"] as? String else { problems.append("event \(index) has no ph"); continue }
         func need(_ keys: [String]) {
@@ -41,10 +46,15 @@ func traceEventProblems(_ document: [String: Any]) -> [String] {
         switch ph {
         case "X":
             need(["name", "ts", "dur", "pid", "tid"])
-            if let dur = event["dur"] as? Double, dur < 0 { problems.append("event \(index): negative dur") }
+            if let ts = event["ts"] as? Double, let dur = event["dur"] as? Double {
+                if dur < 0 { problems.append("event \(index): negative dur") }
+                slices["\(event["pid"] ?? 0)/\(event["tid"] ?? 0)", default: []].append((ts, ts + dur, event["name"] as? String ?? ""))
+            }
         case "b", "e":
             need(["name", "cat", "id", "ts", "pid"])
             if let id = event["id"] as? String { open[id, default: 0] += ph == "b" ? 1 : -1 }
+        case "n":
+            need(["name", "cat", "id", "ts", "pid"])
         case "C":
             need(["name", "ts", "pid", "args"])
             if let args = event["args"] as? [String: Any], !args.values.allSatisfy({ $0 is NSNumber }) {
@@ -61,9 +71,56 @@ func traceEventProblems(_ document: [String: Any]) -> [String] {
         if ph != "M", let ts = event["ts"] as? Double, !(ts >= 0 && ts < 1e10) {
             problems.append("event \(index): ts \(ts) is not in µs from the trace's start")
         }
+        if let bind = event["bind_id"] as? String {
+            let into = event["flow_in"] as? Bool == true, out = event["flow_out"] as? Bool == true
+            if !into && !out { problems.append("event \(index): bind_id without flow_in or flow_out") }
+            if out && !into { flows[bind, default: (0, 0)].starts += 1 }
+            if into && !out { flows[bind, default: (0, 0)].ends += 1 }
+        }
     }
     for (id, balance) in open where balance != 0 { problems.append("async id \(id) is not one b and one e") }
+    for (bind, count) in flows where count.starts != 1 || count.ends != 1 {
+        problems.append("flow \(bind): \(count.starts) starts and \(count.ends) ends")
+    }
+    // Strict nesting per thread: sorted by start (longest first at equal starts), each slice lies inside the
+    // innermost open one or after it.
+    for (thread, list) in slices {
+        var stack: [(start: Double, end: Double, name: String)] = []
+        for slice in list.sorted(by: { $0.start != $1.start ? $0.start < $1.start : $0.end > $1.end }) {
+            while let top = stack.last, top.end <= slice.start, !(top.end == slice.start && slice.end == slice.start && top.start == slice.start) {
+                stack.removeLast()
+            }
+            if let top = stack.last, slice.end > top.end {
+                problems.append("thread \(thread): \(slice.name) [\(slice.start), \(slice.end)] overlaps \(top.name) [\(top.start), \(top.end)]")
+            }
+            stack.append(slice)
+        }
+    }
     return problems
+}
+
+/// The (pid, dispatch id) pairs a Perfetto export shows as updater slices or side-effect async slices.
+func exportedDispatches(_ document: [String: Any]) -> Set<String> {
+    let events = document["traceEvents"] as? [[String: Any]] ?? []
+    var ids = Set<String>()
+    for event in events where ["X", "b"].contains(event["ph"] as? String ?? "")
+        && ["state_updater", "side_effect"].contains(event["cat"] as? String ?? "") {
+        if let id = (event["args"] as? [String: Any])?["id"] as? Int { ids.insert("\(event["pid"] ?? 0)/\(id)") }
+    }
+    return ids
+}
+
+/// The (pid, dispatch id) pairs of a trace, from `katana_trace.py dump`.
+func recordedDispatches(_ trace: String) throws -> Set<String> {
+    let dump = try Toolkit.tool(["dump", trace])
+    guard dump.status == 0 else { throw RecordingError("dump failed: \(dump.err)") }
+    var ids = Set<String>()
+    for line in dump.out.split(separator: "\n") {
+        guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+              event["event"] as? String == "dispatch_begin", let id = event["id"] as? Int else { continue }
+        ids.insert("\(event["vpid"] ?? 0)/\(id)")
+    }
+    return ids
 }
 
 @Suite(.enabled(if: Toolkit.bt2Available || LTTngEnvironment.underCI, "needs python3-bt2 (scripts/setup-system.sh)"))
@@ -75,6 +132,7 @@ struct TraceToolkitTests {
         #expect(analysis.out == golden)
         #expect(analysis.out.contains("katana_bench.UserAction"))
         #expect(analysis.out.contains("katana_bench.UserAction → katana_bench.FetchProfile"))
+        #expect(analysis.out.contains("svc sd"))
 
         let json = try Toolkit.tool(["analyze", "--json", Toolkit.sample])
         let report = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any])
@@ -83,7 +141,7 @@ struct TraceToolkitTests {
         #expect((report["parallelism_timeline"] as? [[String: Any]])?.count == 10)
     }
 
-    @Test func theSampleExportMatchesTheGoldenFileAndTheFormatsRules() throws {
+    @Test func theSampleExportMatchesTheGoldenFileAndKeepsEveryDispatchInPerfettosRules() throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("katana-export-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: output) }
         let exported = try Toolkit.tool(["export", Toolkit.sample, "-o", output.path])
@@ -93,11 +151,76 @@ struct TraceToolkitTests {
         #expect(produced == golden, "the export of traces/sample no longer matches traces/sample-perfetto.json")
         let document = try #require(try JSONSerialization.jsonObject(with: produced) as? [String: Any])
         #expect(traceEventProblems(document).isEmpty, "\(traceEventProblems(document).prefix(5))")
+        let recorded = try recordedDispatches(Toolkit.sample)
+        #expect(recorded.count == 1081)
+        #expect(exportedDispatches(document) == recorded, "dispatches missing from the export")
         let events = document["traceEvents"] as? [[String: Any]] ?? []
-        let slices = events.filter { $0["ph"] as? String == "X" }
-        #expect(slices.count == 1081)
+        // Side effects are async slices, never thread slices: they suspend and move threads.
+        #expect(!events.contains { $0["ph"] as? String == "X" && $0["cat"] as? String == "side_effect" })
+        #expect(events.filter { $0["ph"] as? String == "b" && $0["cat"] as? String == "side_effect" }.count == 240)
+        #expect(events.filter { $0["ph"] as? String == "b" && $0["cat"] as? String == "queue_wait" }.count == 1081)
+        // A flow per dispatch; those with a parent start on the parent's track.
+        #expect(Set(events.compactMap { $0["bind_id"] as? String }).count == 1081)
+        #expect(events.filter { $0["ph"] as? String == "n" }.count == 840)
         #expect(events.contains { $0["ph"] as? String == "C" })
         #expect(events.contains { $0["name"] as? String == "thread_name" })
+    }
+
+    /// Damaged traces end within bounded time with one line and exit status 2, for every command — where
+    /// babeltrace2 spins (truncated metadata), aborts (empty or random metadata) or blocks (a FIFO).
+    @Test(arguments: ["check", "analyze", "dump", "export"])
+    func damagedTracesEndWithOneLineAndStatusTwo(command: String) throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let metadata = "ust/uid/0/64-bit/metadata"
+        func copy(_ name: String, _ damage: (URL) throws -> Void) throws -> URL {
+            let trace = root.appendingPathComponent(name)
+            try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
+            try damage(trace)
+            return trace
+        }
+        func cut(_ file: URL, to size: UInt64) throws {
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.truncate(atOffset: size)
+            try handle.close()
+        }
+        var traces: [URL] = []
+        for size in [50, 1_000, 4_000] as [UInt64] {
+            traces.append(try copy("metadata-cut-\(size)") { try cut($0.appendingPathComponent(metadata), to: size) })
+        }
+        traces.append(try copy("metadata-empty") { try cut($0.appendingPathComponent(metadata), to: 0) })
+        traces.append(try copy("metadata-random") {
+            try Data((0..<3_000).map { _ in UInt8.random(in: 0...255) }).write(to: $0.appendingPathComponent(metadata))
+        })
+        traces.append(try copy("stream-random") {
+            try Data((0..<20_000).map { _ in UInt8.random(in: 0...255) }).write(to: $0.appendingPathComponent("ust/uid/0/64-bit/katana_0"))
+        })
+        let lone = root.appendingPathComponent("lone-empty-metadata")
+        try FileManager.default.createDirectory(at: lone, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: lone.appendingPathComponent("metadata").path, contents: Data()))
+        traces.append(lone)
+        let fifoTrace = root.appendingPathComponent("fifo-metadata")
+        try FileManager.default.createDirectory(at: fifoTrace, withIntermediateDirectories: true)
+        #expect(mkfifo(fifoTrace.appendingPathComponent("metadata").path, 0o600) == 0)
+        traces.append(fifoTrace)
+        let fifo = root.appendingPathComponent("a-fifo")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        traces.append(fifo)
+        traces.append(root.appendingPathComponent("nothing-here"))
+
+        for trace in traces {
+            var arguments = ["--stall-timeout", "3", command, trace.path]
+            if command == "export" { arguments += ["-o", root.appendingPathComponent("out.json").path] }
+            let started = Date()
+            let outcome = try Toolkit.tool(arguments)
+            let took = Date().timeIntervalSince(started)
+            #expect(outcome.status == 2, "\(command) \(trace.lastPathComponent): status \(outcome.status)")
+            let lines = outcome.err.split(separator: "\n")
+            #expect(lines.count == 1 && lines[0].hasPrefix("katana_trace: "), "\(command) \(trace.lastPathComponent): \(outcome.err.prefix(500))")
+            #expect(took < 20, "\(command) \(trace.lastPathComponent) took \(took) s")
+        }
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("out.json").path))
     }
 
     @Test func badInputIsAClearErrorWithExitStatusTwo() throws {
@@ -124,8 +247,104 @@ struct TraceToolkitTests {
         #expect(outcome.status == 2, "a truncated trace must be rejected: \(outcome.status) \(outcome.out.prefix(200))")
         #expect(outcome.err.contains("not a readable CTF trace"))
 
-        let unwritable = try Toolkit.tool(["export", Toolkit.sample, "-o", "/nonexistent/out.json"])
-        #expect(unwritable.status == 2)
+        // Outputs: a missing folder, a directory, a device; a symbolic link is followed, not replaced.
+        #expect(try Toolkit.tool(["export", Toolkit.sample, "-o", "/nonexistent/out.json"]).status == 2)
+        let directory = try Toolkit.tool(["export", Toolkit.sample, "-o", empty.path])
+        #expect(directory.status == 2 && directory.err.contains("is a directory") && !directory.err.contains("Traceback"))
+        let device = try Toolkit.tool(["export", Toolkit.sample, "-o", "/dev/null"])
+        #expect(device.status == 2 && device.err.contains("not a regular file"))
+        let target = empty.appendingPathComponent("target.json")
+        try "old".write(to: target, atomically: true, encoding: .utf8)
+        let link = empty.appendingPathComponent("link.json")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+        #expect(try Toolkit.tool(["export", Toolkit.sample, "-o", link.path]).status == 0)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == target.path)
+        #expect(try Data(contentsOf: target).count > 100_000)
+
+        // Options out of range.
+        for bad in [["--top", "0"], ["--top", "x"], ["--begin", "-1"], ["--begin", "nan"], ["--min-duration", "fast"],
+                    ["--begin", "2", "--end", "1"]] {
+            let outcome = try Toolkit.tool(["analyze"] + bad + [Toolkit.sample])
+            #expect(outcome.status == 2, "\(bad): \(outcome.status)")
+            #expect(!outcome.err.contains("Traceback"), "\(bad): \(outcome.err)")
+        }
+    }
+
+    /// The options of `analyze`, checked against the events themselves (from `dump`).
+    @Test func analyzeTopWindowDurationAndDistribution() throws {
+        let dump = try Toolkit.tool(["dump", Toolkit.sample])
+        var begins: [Int: (ts: Int, name: String)] = [:]
+        var ends: [Int: Int] = [:]
+        var first = Int.max
+        for line in dump.out.split(separator: "\n") {
+            guard let e = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let kind = e["event"] as? String, let ts = e["ts"] as? Int else { continue }
+            first = min(first, ts)
+            if kind == "dispatch_begin" { begins[e["id"] as! Int] = (ts, e["name"] as! String) }
+            if kind == "dispatch_end" { ends[e["id"] as! Int] = ts }
+        }
+        let services = begins.compactMap { id, b in ends[id].map { (id: id, service: $0 - b.ts, begin: b.ts, name: b.name) } }
+        func report(_ extra: [String]) throws -> [String: Any] {
+            let outcome = try Toolkit.tool(["analyze", "--json"] + extra + [Toolkit.sample])
+            try #require(outcome.status == 0, "\(outcome.err)")
+            return try #require(try JSONSerialization.jsonObject(with: Data(outcome.out.utf8)) as? [String: Any])
+        }
+
+        // --top: the N longest, longest first, with their parent chains.
+        let all = try report(["--top", "2000"])
+        let top = try #require(all["top"] as? [[String: Any]])
+        #expect(top.count == 1081)
+        #expect(top.map { $0["service_ns"] as! Int } == services.map(\.service).sorted(by: >))
+        #expect(top.first?["id"] as? Int == services.max { $0.service < $1.service }?.id)
+        let fetch = try #require(top.first { $0["name"] as? String == "katana_bench.FetchProfile" })
+        #expect((fetch["parents"] as? [[String: Any]])?.map { $0["name"] as? String } == ["katana_bench.UserAction"])
+        let nested = top.first { ($0["parents"] as? [[String: Any]])?.first?["name"] as? String == "katana_bench.FetchProfile" }
+        #expect((nested?["parents"] as? [[String: Any]])?.count == 2, "an updater of FetchProfile has a chain of two")
+
+        // --begin/--end: dispatches that began in the window; --min-duration: only those that took that long.
+        let windowed = try report(["--begin", "0.004", "--end", "0.008", "--min-duration", "50us"])
+        let expected = services.filter {
+            $0.begin >= first + 4_000_000 && $0.begin <= first + 8_000_000 && $0.service >= 50_000
+        }
+        #expect((windowed["window"] as? [String: Any])?["dispatches"] as? Int == expected.count)
+        let windowTypes = try #require(windowed["types"] as? [[String: Any]])
+        #expect(windowTypes.reduce(0) { $0 + ($1["count"] as! Int) } == expected.count)
+        for type in windowTypes {
+            #expect(((type["service_ns"] as? [String: Any])?["max"] as? Int ?? 0) >= 50_000)
+        }
+
+        // The distribution adds up to the count; --histogram prints it.
+        for type in try #require(all["types"] as? [[String: Any]]) {
+            let buckets = try #require(type["service_distribution"] as? [[String: Any]])
+            #expect(buckets.reduce(0) { $0 + ($1["count"] as! Int) } == type["count"] as? Int)
+        }
+        let text = try Toolkit.tool(["analyze", "--histogram", "--top", "3", Toolkit.sample])
+        #expect(text.out.contains("katana_bench.UserAction — service time distribution (120 dispatches):"))
+        #expect(text.out.contains("the 3 longest dispatches (service time):"))
+    }
+
+    /// lttng-analyses' recipe from traces/README.md runs on the sample, and its per-type count and standard
+    /// deviation agree with `analyze`'s.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/lttng-periodstats") || LTTngEnvironment.underCI,
+                   "needs lttng-periodstats (python3-lttnganalyses, scripts/setup-system.sh)"))
+    func lttngAnalysesRecipeAgreesWithAnalyze() throws {
+        let outcome = try run(["lttng-periodstats", "--period",
+                               "svc : $evt.$name==\"katana:dispatch_begin\" : $evt.$name==\"katana:dispatch_end\" && $evt.id==$begin.$evt.id",
+                               "--period-captures", "svc : name=$evt.name", "--group-by", "svc.name", Toolkit.sample])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        let analysis = try Toolkit.tool(["analyze", "--json", Toolkit.sample])
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
+        for type in try #require(report["types"] as? [[String: Any]]) where (type["count"] as? Int ?? 0) > 1 {
+            let name = type["name"] as! String
+            // "### Group: svc.name = NAME ###" … "svc  COUNT  MIN  AVG  MAX  STDEV  RUNTIME" (µs).
+            let group = try #require(outcome.out.components(separatedBy: "### Group: svc.name = \(name) ###").dropFirst().first)
+            let row = try #require(group.split(separator: "\n").first { $0.hasPrefix("svc ") })
+            let fields = row.split(separator: " ")
+            #expect(Int(fields[1]) == type["count"] as? Int, "\(name): \(row)")
+            let theirs = Double(fields[5])! * 1_000
+            let ours = (type["service_ns"] as! [String: Any])["stddev"] as! Double
+            #expect(abs(theirs - ours) <= max(2, theirs * 0.001), "\(name): stddev \(ours) ns vs lttng-periodstats \(theirs) ns")
+        }
     }
 
     @Test(.enabled(if: (Toolkit.xmllintInstalled && Toolkit.schema != nil) || LTTngEnvironment.underCI,
