@@ -357,6 +357,33 @@ class Transitions:
             self.on_whole(entry)
 
 
+class Intervals:
+    """User intervals (`SideEffectContext.interval`, `traceInterval`), paired; `parent` is the side effect's name
+    when it was in flight at the interval's begin."""
+
+    def __init__(self, on_whole, dispatches=None):
+        self.on_whole = on_whole
+        self.dispatches = dispatches
+        self.open = {}
+
+    def add(self, event):
+        key = (event.get("vpid"), event["interval_id"])
+        if event["event"] == "interval_begin":
+            entry = self.open[key] = {"id": event["interval_id"], "vpid": event.get("vpid"), "name": event["name"],
+                                      "begin": event["ts"], "vtid": event.get("vtid"), "parent_id": event["parent_id"]}
+            if self.dispatches is not None and event["parent_id"]:
+                up = self.dispatches.open.get((event.get("vpid"), event["parent_id"]))
+                entry["parent"] = up["name"] if up else None
+            return
+        entry = self.open.pop(key, None)
+        if entry is None:
+            return
+        entry["end"] = event["ts"]
+        entry["outcome"] = event["outcome"]
+        entry["end_vtid"] = event.get("vtid")
+        self.on_whole(entry)
+
+
 # ------------------------------------------------------------------------------------------------------------ check
 
 def check(reader):
@@ -366,6 +393,7 @@ def check(reader):
     open_ = {}
     dispatches = 0
     transitions = {}
+    intervals = {}
 
     def finish(key, events):
         dispatch_id = key[1]
@@ -393,6 +421,14 @@ def check(reader):
             events.append(event)
             if len(events) == 3:
                 finish(key, open_.pop(key))
+        elif name in ("interval_begin", "interval_end"):
+            key = (event.get("vpid"), event["interval_id"])
+            t = intervals.setdefault(key, {"id": event["interval_id"], "name": event["name"]})
+            t["begin" if name == "interval_begin" else "end"] = event["ts"]
+            if "begin" in t and "end" in t:
+                if t["end"] < t["begin"]:
+                    problems.append(f"interval {t['id']} ({t['name']}): ends before it begins")
+                del intervals[key]
         elif name in ("transition_begin", "transition_end"):
             key = (event.get("vpid"), event["transition_id"])
             t = transitions.setdefault(key, {"id": event["transition_id"], "name": event["name"]})
@@ -405,6 +441,8 @@ def check(reader):
         finish(key, events)
     for t in transitions.values():
         problems.append(f"transition {t['id']} ({t['name']}): has {'begin' if 'begin' in t else 'end'} only")
+    for t in intervals.values():
+        problems.append(f"interval {t['id']} ({t['name']}): has {'begin' if 'begin' in t else 'end'} only")
     if reader.discarded:
         problems.insert(0, f"{reader.discarded} events were DISCARDED by the tracer, so some dispatches look "
                            f"incomplete: use a bigger channel (lttng enable-channel -u --subbuf-size=8M --num-subbuf=8)")
@@ -469,8 +507,25 @@ def analyze(reader, top=0, begin=None, end=None, min_duration=0):
         stats["outcomes"][str(t["outcome"])] = stats["outcomes"].get(str(t["outcome"]), 0) + 1
         stats["duration"].add(t["end"] - t["begin"])
 
+    interval_stats = {}
+
+    def on_interval(i):
+        if begin is not None and i["begin"] < state["origin"] + begin * 1e9:
+            return
+        if end is not None and i["begin"] > state["origin"] + end * 1e9:
+            return
+        if i["end"] - i["begin"] < min_duration:
+            return
+        stats = interval_stats.setdefault(i["name"], {"count": 0, "outcomes": {}, "duration": Histogram(), "parents": {}})
+        stats["count"] += 1
+        stats["outcomes"][str(i["outcome"])] = stats["outcomes"].get(str(i["outcome"]), 0) + 1
+        stats["duration"].add(i["end"] - i["begin"])
+        parent = i.get("parent") or "(top level)"
+        stats["parents"][parent] = stats["parents"].get(parent, 0) + 1
+
     table = Dispatches(on_whole)
     paired_transitions = Transitions(on_transition)
+    paired_intervals = Intervals(on_interval, table)
     for event in reader:
         if state["origin"] is None:
             state["origin"] = event["ts"]
@@ -480,6 +535,8 @@ def analyze(reader, top=0, begin=None, end=None, min_duration=0):
             if name == "dispatch_begin" and event["kind"] == "side_effect":
                 timeline.change(event["ts"], 1)
             table.add(event)
+        elif name in ("interval_begin", "interval_end"):
+            paired_intervals.add(event)
         elif name in ("transition_begin", "transition_end"):
             paired_transitions.add(event)
     # Side effects that began but never ended still count as in flight up to the end of the trace.
@@ -503,6 +560,11 @@ def analyze(reader, top=0, begin=None, end=None, min_duration=0):
         "nesting": {"roots": roots, "children": [{"parent": p, "child": c, "count": n}
                                                 for (p, c), n in sorted(edges.items(), key=lambda kv: (-kv[1], kv[0]))]},
     }
+    if interval_stats:
+        report["intervals"] = [
+            {"name": name, "count": i["count"], "outcomes": i["outcomes"], "duration_ns": i["duration"].summary(),
+             "parents": i["parents"]}
+            for name, i in sorted(interval_stats.items(), key=lambda kv: (-kv[1]["count"], kv[0]))]
     if transition_stats:
         report["transitions"] = [
             {"name": name, "count": s["count"], "outcomes": s["outcomes"],
@@ -573,6 +635,14 @@ def format_analysis(report, histogram=False):
         lines.append(f"  (top level) → {name}: {count}")
     for edge in report["nesting"]["children"]:
         lines.append(f"  {edge['parent']} → {edge['child']}: {edge['count']}")
+    if report.get("intervals"):
+        lines.append("")
+        lines.append("intervals (context.interval / traceInterval):")
+        for i in report["intervals"]:
+            d = i["duration_ns"]
+            parents = ", ".join(f"{p} {n}" for p, n in sorted(i["parents"].items(), key=lambda kv: -kv[1]))
+            lines.append(f"  {i['name'][:44]:44} {i['count']:>6}  p50 {ns_text(d['p50']):>9}  p99 {ns_text(d['p99']):>9}  "
+                         f"max {ns_text(d['max']):>9}  in {parents}")
     if report.get("transitions"):
         lines.append("")
         lines.append("navigation transitions (KatanaRouter):")
@@ -622,6 +692,7 @@ def export_perfetto(reader, handle):
     - queue waits: async slices from enqueue to begin ("queue wait");
     - every dispatch call: a zero-length `X` slice ("dispatch NAME") where `dispatch` was called, and one flow from
       the parent side effect (an instant on its track) through that call to the dispatch's begin;
+    - user intervals (`context.interval`): async slices of category `interval`, one track group per name;
     - navigation transitions: async slices; a "side effects in flight" counter; process names (the `procname`
       context when recorded) and thread names by role (what the thread ran)."""
     writer = JsonArrayWriter(handle)
@@ -681,8 +752,18 @@ def export_perfetto(reader, handle):
         writer.add({"name": t["name"], "cat": "navigation", "ph": "e", "id": f"t{pid}:{t['id']}", "ts": us(t["end"]),
                     "pid": pid, "tid": t.get("end_vtid") or tid})
 
+    def on_interval(i):
+        pid = i["vpid"] or 0
+        writer.add({"name": i["name"], "cat": "interval", "ph": "b", "id": f"i{pid}:{i['id']}", "ts": us(i["begin"]),
+                    "pid": pid, "tid": i.get("vtid") or 0,
+                    "args": {"interval_id": i["id"], "parent_id": i["parent_id"], "parent": i.get("parent"),
+                             "outcome": i["outcome"]}})
+        writer.add({"name": i["name"], "cat": "interval", "ph": "e", "id": f"i{pid}:{i['id']}", "ts": us(i["end"]),
+                    "pid": pid, "tid": i.get("end_vtid") or i.get("vtid") or 0})
+
     table = Dispatches(on_whole)
     paired_transitions = Transitions(on_transition)
+    paired_intervals = Intervals(on_interval, table)
     for event in reader:
         if state["origin"] is None:
             state["origin"] = event["ts"]
@@ -696,6 +777,8 @@ def export_perfetto(reader, handle):
                 writer.add({"name": "side effects in flight", "ph": "C", "ts": us(event["ts"]), "pid": pid,
                             "args": {"in_flight": level[pid]}})
             table.add(event)
+        elif name in ("interval_begin", "interval_end"):
+            paired_intervals.add(event)
         elif name in ("transition_begin", "transition_end"):
             paired_transitions.add(event)
         else:

@@ -19,7 +19,9 @@ static int katana_lttng_any_enabled(void) {
         | lttng_ust_tracepoint_enabled(katana, store_ready)
         | lttng_ust_tracepoint_enabled(katana, listeners_notified)
         | lttng_ust_tracepoint_enabled(katana, transition_begin)
-        | lttng_ust_tracepoint_enabled(katana, transition_end);
+        | lttng_ust_tracepoint_enabled(katana, transition_end)
+        | lttng_ust_tracepoint_enabled(katana, interval_begin)
+        | lttng_ust_tracepoint_enabled(katana, interval_end);
 }
 
 static void katana_lttng_dispatch_enqueue(uint64_t id, uint64_t parent_id, uint8_t kind, const char *name,
@@ -59,6 +61,16 @@ static void katana_lttng_transition_end(uint64_t transition_id, const char *name
         lttng_ust_do_tracepoint(katana, transition_end, transition_id, name, outcome);
 }
 
+static void katana_lttng_interval_begin(uint64_t interval_id, uint64_t parent_id, const char *name) {
+    if (lttng_ust_tracepoint_enabled(katana, interval_begin))
+        lttng_ust_do_tracepoint(katana, interval_begin, interval_id, parent_id, name);
+}
+
+static void katana_lttng_interval_end(uint64_t interval_id, const char *name, uint8_t outcome) {
+    if (lttng_ust_tracepoint_enabled(katana, interval_end))
+        lttng_ust_do_tracepoint(katana, interval_end, interval_id, name, outcome);
+}
+
 static const struct katana_trace_provider provider = {
     .abi = KATANA_TRACE_PROVIDER_ABI,
     .name = "lttng-ust",
@@ -70,6 +82,8 @@ static const struct katana_trace_provider provider = {
     .listeners_notified = katana_lttng_listeners_notified,
     .transition_begin = katana_lttng_transition_begin,
     .transition_end = katana_lttng_transition_end,
+    .interval_begin = katana_lttng_interval_begin,
+    .interval_end = katana_lttng_interval_end,
 };
 
 const struct katana_trace_provider *katana_lttng_provider(void) { return &provider; }

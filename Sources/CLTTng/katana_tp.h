@@ -126,6 +126,26 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(katana, transition_class, katana, transition
     LTTNG_UST_TP_ARGS(uint64_t, transition_id, const char *, name, uint8_t, outcome))
 LTTNG_UST_TRACEPOINT_LOGLEVEL(katana, transition_end, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
+/* A user interval (SideEffectContext.interval, traceInterval): parent_id = the side effect it runs in (0: none). */
+LTTNG_UST_TRACEPOINT_EVENT(katana, interval_begin,
+    LTTNG_UST_TP_ARGS(uint64_t, interval_id, uint64_t, parent_id, const char *, name),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(uint64_t, interval_id, interval_id)
+        lttng_ust_field_integer(uint64_t, parent_id, parent_id)
+        lttng_ust_field_string(name, name)
+    )
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(katana, interval_begin, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+LTTNG_UST_TRACEPOINT_EVENT(katana, interval_end,
+    LTTNG_UST_TP_ARGS(uint64_t, interval_id, const char *, name, uint8_t, outcome),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(uint64_t, interval_id, interval_id)
+        lttng_ust_field_string(name, name)
+        lttng_ust_field_enum(katana, outcome, uint8_t, outcome, outcome)
+    )
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(katana, interval_end, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
 #endif /* KATANA_TP_H */
 
 #include <lttng/tracepoint-event.h>

@@ -1,3 +1,5 @@
+import KatanaTrace
+
 /// What a side effect receives: the store's dependencies, its state, and a way to dispatch more items.
 /// Items dispatched through a context are traced as children of the side effect (`parent_id`).
 ///
@@ -149,4 +151,20 @@ extension ScopedSideEffectContext {
 
 extension SideEffectContext: ScopedSideEffectContext {
     @usableFromInline mutating func setScope(_ scope: HandleCell?) { self.scope = scope }
+}
+
+// MARK: - User intervals
+
+extension SideEffectContext {
+    /// Runs `body` as a named interval inside this side effect — the counterpart of an os_signpost interval: when a
+    /// trace backend listens, `interval_begin`/`interval_end` events carry this side effect as their parent, so an
+    /// app's network calls and heavy work show inside its side effects (babeltrace2, Perfetto, Trace Compass,
+    /// `katana_trace.py analyze`). With nobody listening it costs one check. Returns what `body` returns; its
+    /// error (or cancellation) ends the interval with that outcome and is rethrown.
+    ///
+    ///     let profile = try await context.interval("fetch profile") { try await api.profile(id) }
+    @inlinable
+    public func interval<T>(_ name: StaticString, _ body: () async throws -> T) async rethrows -> T {
+        try await traceInterval(name, parentID: parentID, backend: reference.tracer, body)
+    }
 }

@@ -1,3 +1,4 @@
+import KatanaTrace
 /// The store: holds the state of type `S`, applies dispatched state updaters to it one at a time, and runs
 /// side effects concurrently with dependencies of type `D`. See ``PartialStore`` for the threading contract.
 ///
@@ -53,6 +54,7 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
         )
         super.init(configuration: configuration)
         reference.store = self
+        reference.tracer = tracer
         contextPrototype = SideEffectContext(store: self, scope: nil)
         configuration.stateInitializerExecutor.run { [weak self] in
             guard let self else { return }
@@ -78,7 +80,10 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
 /// weak reference cannot sit in an existential's inline buffer, so `any AnySideEffectContext` would need a heap box.
 @usableFromInline
 final class WeakStoreReference<S: State, D: SideEffectDependencyContainer>: @unchecked Sendable {
-    // Written once in Store.init, before the store is visible to any other thread; read-only afterwards.
+    // Both written once in Store.init, before the store is visible to any other thread; read-only afterwards.
     @usableFromInline weak var store: Store<S, D>?
+    /// The store's trace backend, held strongly (it is immutable): `context.interval` asks it without loading the
+    /// weak reference.
+    @usableFromInline var tracer: any TraceBackend = NoOpTraceBackend()
     init() {}
 }

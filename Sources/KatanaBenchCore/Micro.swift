@@ -17,6 +17,7 @@ struct Micro: AsyncParsableCommand {
         case twoProducers = "two-producers"
         case listeners
         case interceptors
+        case intervals
     }
 
     @Option(name: .long, help: "Dispatches per run (side effects: a tenth of this).")
@@ -107,6 +108,21 @@ struct Micro: AsyncParsableCommand {
                 })
                 figures["interceptors_ns_per_op"] = perOp
                 print(String(format: "dispatch through %d interceptors    %9.1f ns/op", Micro.interceptorCount, perOp))
+            case .intervals:
+                var direct: [Double] = []
+                var closure: [Double] = []
+                var wrapped: [Double] = []
+                for _ in 0..<runs {
+                    let figures = try await intervals(count: iterations, backend: backend)
+                    direct.append(figures.direct)
+                    closure.append(figures.closure)
+                    wrapped.append(figures.interval)
+                }
+                figures["interval_direct_ns_per_op"] = median(direct)
+                figures["interval_closure_ns_per_op"] = median(closure)
+                figures["interval_ns_per_op"] = median(wrapped)
+                print(String(format: "context.interval around a call     %9.1f ns/op   (the call alone %.1f ns, through a closure-taking function %.1f ns)",
+                             median(wrapped), median(direct), median(closure)))
             }
         }
         if let json {
@@ -164,6 +180,15 @@ struct Micro: AsyncParsableCommand {
         return Double(elapsed) / Double(count)
     }
 
+    /// Inside one side effect: ns per call of a trivial async function — alone, through a closure-taking async
+    /// function that only calls it, and inside `context.interval` — interleaved so all three see the same machine.
+    private func intervals(count: Int, backend: any TraceBackend) async throws -> (direct: Double, closure: Double, interval: Double) {
+        let store = makeStore(backend: backend)
+        let probe = IntervalProbe(count: count)
+        try await store.dispatch(probe).value
+        return probe.result
+    }
+
     /// Aggregate ns per dispatch with `producers` threads dispatching `count` updaters in total, until the
     /// last one is applied.
     private func producers(_ producers: Int, count: Int, backend: any TraceBackend) async throws -> Double {
@@ -196,6 +221,42 @@ final class LastHandles: @unchecked Sendable {
 
     var all: [DispatchHandle<Void>] { lock.withLock { slots.compactMap { $0 } } }
 }
+
+/// Times `count` calls of a trivial async function: direct, through `passThrough`, inside `context.interval`.
+final class IntervalProbe: SideEffect, @unchecked Sendable {
+    // Written by the side effect's body, read after its handle resolved.
+    private(set) var result: (direct: Double, closure: Double, interval: Double) = (0, 0, 0)
+    let count: Int
+
+    init(count: Int) { self.count = count }
+
+    func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
+        var totals: (direct: UInt64, closure: UInt64, interval: UInt64) = (0, 0, 0)
+        var sum = 0
+        let slice = max(count / 10, 1)
+        for _ in 0..<10 {
+            var start = nowNanoseconds()
+            for index in 0..<slice { sum &+= await work(index) }
+            totals.direct &+= nowNanoseconds() &- start
+            start = nowNanoseconds()
+            for index in 0..<slice { sum &+= await passThrough { await work(index) } }
+            totals.closure &+= nowNanoseconds() &- start
+            start = nowNanoseconds()
+            for index in 0..<slice { sum &+= await context.interval("probe") { await work(index) } }
+            totals.interval &+= nowNanoseconds() &- start
+        }
+        blackHole(sum)
+        let calls = Double(slice * 10)
+        result = (Double(totals.direct) / calls, Double(totals.closure) / calls, Double(totals.interval) / calls)
+    }
+}
+
+@inline(never)
+func work(_ value: Int) async -> Int { value &* 3 }
+
+/// Any closure-taking async wrapper (the baseline for `context.interval`'s own cost).
+@inline(never)
+func passThrough<T>(_ body: () async throws -> T) async rethrows -> T { try await body() }
 
 struct IncrementAndAwait: SideEffect {
     func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {

@@ -106,7 +106,7 @@ struct FetchProfile: SideEffect {
     func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
         run.recorders.sampleParallelism(run.inFlight.add(1))
         defer { run.inFlight.add(-1) }
-        try await run.simulatedWork()
+        try await context.interval("fetch profile I/O") { try await run.simulatedWork() }
         try await timedUpdate(context, run)
     }
 }

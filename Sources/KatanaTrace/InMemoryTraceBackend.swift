@@ -11,6 +11,8 @@ public final class InMemoryTraceBackend: TransitionTraceBackend, @unchecked Send
         case listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32)
         case transitionBegin(transitionID: UInt64, name: TraceName)
         case transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome)
+        case intervalBegin(intervalID: UInt64, parentID: UInt64, name: String)
+        case intervalEnd(intervalID: UInt64, name: String, outcome: DispatchOutcome)
     }
 
     // Guarded by `lock`.
@@ -58,6 +60,12 @@ public final class InMemoryTraceBackend: TransitionTraceBackend, @unchecked Send
     public func storeReady(storeID: UInt64, stateType: TraceName) { append(.storeReady(storeID: storeID, stateType: stateType)) }
     public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {
         append(.listenersNotified(storeID: storeID, changes: changes, listeners: listeners))
+    }
+    public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
+        append(.intervalBegin(intervalID: intervalID, parentID: parentID, name: "\(name)"))
+    }
+    public func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome) {
+        append(.intervalEnd(intervalID: intervalID, name: "\(name)", outcome: outcome))
     }
     public func transitionBegin(transitionID: UInt64, name: TraceName) { append(.transitionBegin(transitionID: transitionID, name: name)) }
     public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {

@@ -16,6 +16,12 @@ public struct MultiplexTraceBackend: TransitionTraceBackend {
     public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {
         for b in backends where b.isEnabled { b.listenersNotified(storeID: storeID, changes: changes, listeners: listeners) }
     }
+    public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
+        for b in backends where b.isEnabled { b.intervalBegin(intervalID: intervalID, parentID: parentID, name: name) }
+    }
+    public func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome) {
+        for b in backends where b.isEnabled { b.intervalEnd(intervalID: intervalID, name: name, outcome: outcome) }
+    }
     public func transitionBegin(transitionID: UInt64, name: TraceName) {
         for case let b as any TransitionTraceBackend in backends where b.isEnabled {
             b.transitionBegin(transitionID: transitionID, name: name)

@@ -43,11 +43,29 @@ public struct NativeTraceBackend: TransitionTraceBackend, @unchecked Sendable {
         provider.pointee.listeners_notified(storeID, changes, listeners)
     }
 
+    public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
+        name.withCStringPointer { provider.pointee.interval_begin(intervalID, parentID, $0) }
+    }
+
+    public func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome) {
+        name.withCStringPointer { provider.pointee.interval_end(intervalID, $0, outcome.rawValue) }
+    }
+
     public func transitionBegin(transitionID: UInt64, name: TraceName) {
         provider.pointee.transition_begin(transitionID, name.cString)
     }
 
     public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {
         provider.pointee.transition_end(transitionID, name.cString, outcome.rawValue)
+    }
+}
+
+extension StaticString {
+    /// The string as a NUL-terminated C string: its own storage when it has one (a literal), else a copy.
+    func withCStringPointer<R>(_ body: (UnsafePointer<CChar>) -> R) -> R {
+        if hasPointerRepresentation {
+            return utf8Start.withMemoryRebound(to: CChar.self, capacity: utf8CodeUnitCount + 1) { body($0) }
+        }
+        return "\(self)".withCString(body)
     }
 }

@@ -14,6 +14,11 @@ public protocol TraceBackend: Sendable {
     func storeReady(storeID: UInt64, stateType: TraceName)
     /// `listeners` listeners were handed `changes` (old, new) pairs in one batch.
     func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32)
+    /// A user interval (`SideEffectContext.interval`, `traceInterval`) started. `parentID` is the side effect it
+    /// runs in (0 outside one); `intervalID` pairs it with its end.
+    func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString)
+    /// The interval's body returned (`ok`), threw (`error`) or was cancelled (`cancelled`).
+    func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome)
 }
 
 /// A backend that also records navigation transitions (KatanaRouter): its own protocol, so the Store's backend
@@ -28,6 +33,8 @@ public protocol TransitionTraceBackend: TraceBackend {
 extension TraceBackend {
     public func storeReady(storeID: UInt64, stateType: TraceName) {}
     public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {}
+    public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {}
+    public func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome) {}
 }
 
 /// Discards everything and answers `isEnabled == false`, so a traced Store pays one check per dispatch.

@@ -204,6 +204,15 @@ extension LTTngRecordingTests {
         #expect(edge("ShipOrder", "MarkShipped") == shipped)
         #expect(edge("ProcessOrder", "FailOrder") == failed)
 
+        // Its intervals: the gateway call inside each ChargePayment, the warehouse call inside each ShipOrder.
+        let intervals = try #require(report["intervals"] as? [[String: Any]], "no intervals in the analysis")
+        let gateway = try #require(intervals.first { $0["name"] as? String == "payment gateway" })
+        #expect(gateway["count"] as? Int == orders)
+        #expect((gateway["parents"] as? [String: Int])?["OrderProcessing.ChargePayment"] == orders)
+        #expect((gateway["outcomes"] as? [String: Int])?["error"] == failed)
+        let warehouse = try #require(intervals.first { $0["name"] as? String == "warehouse" })
+        #expect((warehouse["parents"] as? [String: Int])?["OrderProcessing.ShipOrder"] == shipped)
+
         // And the README's last step: a Perfetto file.
         let exportURL = directory.appendingPathComponent("perfetto.json")
         let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])

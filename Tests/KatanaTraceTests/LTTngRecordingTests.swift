@@ -327,6 +327,10 @@ extension LTTngRecordingTests {
         let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
         #expect(analysis.status == 0)
         #expect(analysis.out.contains("KatanaBenchCore.UserAction → KatanaBenchCore.FetchProfile: 200"))
+        // FetchProfile's simulated I/O runs in a user interval: 200 of them, inside FetchProfile.
+        #expect(analysis.out.contains("intervals (context.interval / traceInterval):"))
+        let intervalLine = analysis.out.split(separator: "\n").first { $0.contains("fetch profile I/O") } ?? ""
+        #expect(intervalLine.contains("   200  ") && intervalLine.contains("in KatanaBenchCore.FetchProfile 200"), "\(intervalLine)")
         let exportURL = directory.appendingPathComponent("perfetto.json")
         let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
         #expect(export.status == 0)
@@ -341,6 +345,7 @@ extension LTTngRecordingTests {
         let names = events.filter { $0["ph"] as? String == "M" }.compactMap { ($0["args"] as? [String: Any])?["name"] as? String }
         #expect(names.contains { $0.hasPrefix("katana-bench (pid ") }, "\(names.prefix(5))")
         #expect(names.contains { $0.hasPrefix("side-effect pool") } && names.contains { $0.contains("updater") }, "\(names)")
+        #expect(events.filter { $0["ph"] as? String == "b" && $0["cat"] as? String == "interval" }.count == 200)
     }
 
     @Test func katanaBenchRecordsItsOwnRunWithTrace() throws {

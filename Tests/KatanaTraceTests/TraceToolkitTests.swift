@@ -347,6 +347,19 @@ struct TraceToolkitTests {
         }
     }
 
+    /// The Trace Compass analysis handles every event the provider defines (but listeners_notified, which its views
+    /// do not draw).
+    @Test func theTraceCompassAnalysisKnowsEveryEvent() throws {
+        let header = try String(contentsOf: Paths.packageRoot.appendingPathComponent("Sources/CLTTng/katana_tp.h"), encoding: .utf8)
+        let xml = try String(contentsOf: Paths.packageRoot.appendingPathComponent("traces/katana.xml"), encoding: .utf8)
+        let defined = Set(header.matches(of: /LTTNG_UST_TRACEPOINT_EVENT(?:_INSTANCE)?\(katana, (?:\w+, katana, )?(\w+),/).map { String($0.1) })
+            .subtracting(["dispatch_enqueue_class", "dispatch_begin_class", "dispatch_end_class", "transition_class"])
+        #expect(defined.isSuperset(of: ["dispatch_enqueue", "interval_begin", "interval_end", "transition_end"]), "\(defined)")
+        for event in defined.subtracting(["listeners_notified"]) {
+            #expect(xml.contains("eventName=\"katana:\(event)\""), "traces/katana.xml has no handler for katana:\(event)")
+        }
+    }
+
     @Test(.enabled(if: (Toolkit.xmllintInstalled && Toolkit.schema != nil) || LTTngEnvironment.underCI,
                    Comment(rawValue: Toolkit.schemaSkipMessage)))
     func theTraceCompassAnalysisValidatesAgainstTheSchema() throws {
@@ -359,7 +372,7 @@ struct TraceToolkitTests {
         let broken = FileManager.default.temporaryDirectory.appendingPathComponent("broken-\(UUID().uuidString).xml")
         defer { try? FileManager.default.removeItem(at: broken) }
         let text = try String(contentsOf: Paths.packageRoot.appendingPathComponent("traces/katana.xml"), encoding: .utf8)
-        try text.replacingOccurrences(of: "<stateProvider id=\"org.katana.dispatch.state\" version=\"2\">",
+        try text.replacingOccurrences(of: "<stateProvider id=\"org.katana.dispatch.state\" version=\"3\">",
                                       with: "<stateProvider id=\"org.katana.dispatch.state\">")
             .write(to: broken, atomically: true, encoding: .utf8)
         #expect(try run(["xmllint", "--noout", "--schema", schema, broken.path]).status != 0)

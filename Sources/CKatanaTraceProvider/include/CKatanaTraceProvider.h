@@ -18,7 +18,7 @@ extern "C" {
 #pragma clang assume_nonnull begin
 
 /* Bumped when the table's layout changes; the core ignores a provider of another version. */
-#define KATANA_TRACE_PROVIDER_ABI 1
+#define KATANA_TRACE_PROVIDER_ABI 2
 
 struct katana_trace_provider {
     uint32_t abi;                  /* KATANA_TRACE_PROVIDER_ABI */
@@ -34,6 +34,8 @@ struct katana_trace_provider {
     void (*listeners_notified)(uint64_t store_id, uint32_t changes, uint32_t listeners);
     void (*transition_begin)(uint64_t transition_id, const char *name);
     void (*transition_end)(uint64_t transition_id, const char *name, uint8_t outcome);
+    void (*interval_begin)(uint64_t interval_id, uint64_t parent_id, const char *name);
+    void (*interval_end)(uint64_t interval_id, const char *name, uint8_t outcome);
 };
 
 /* Makes `provider` (which must live for the whole process) this process's native provider. The first

@@ -61,7 +61,8 @@ public struct ChargePayment: SideEffect {
     public func sideEffect(_ context: ShopContext) async throws {
         guard let order = context.getState().orders[orderID] else { throw ShopError.unknownOrder(orderID) }
         let amount = order.priceCents * order.quantity
-        try await context.dependencies.payments.charge(orderID, amount)
+        // An interval: the gateway call shows inside this side effect in the trace.
+        try await context.interval("payment gateway") { try await context.dependencies.payments.charge(orderID, amount) }
         try await context.dispatch(RecordPayment(orderID: orderID, amountCents: amount)).value
     }
 }
@@ -69,7 +70,7 @@ public struct ChargePayment: SideEffect {
 public struct ShipOrder: SideEffect {
     public let orderID: Int
     public func sideEffect(_ context: ShopContext) async throws {
-        try await context.dependencies.warehouse.ship(orderID)
+        try await context.interval("warehouse") { try await context.dependencies.warehouse.ship(orderID) }
         try await context.dispatch(MarkShipped(orderID: orderID)).value
     }
 }
