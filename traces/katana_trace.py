@@ -523,6 +523,21 @@ def analyze(reader, top=0, begin=None, end=None, min_duration=0):
         parent = i.get("parent") or "(top level)"
         stats["parents"][parent] = stats["parents"].get(parent, 0) + 1
 
+    over_budget = []
+    over_budget_count = [0]
+
+    def on_budget(event):
+        over_budget_count[0] += 1
+        if len(over_budget) >= 1000:
+            return
+        d = table.open.get((event.get("vpid"), event["id"]), {})
+        over_budget.append({"at_s": round((event["ts"] - state["origin"]) / 1e9, 9), "ts_ns": event["ts"],
+                            "id": event["id"], "vpid": event.get("vpid"), "vtid": event.get("vtid"),
+                            "name": event["name"], "kind": event["kind"],
+                            "budget_ns": event["budget_ns"], "actual_ns": event["actual_ns"],
+                            "parents": [{"id": i, "name": n} for i, n in d.get("chain", ())],
+                            "queue_wait_ns": d["begin"] - d["enqueue"] if "begin" in d and "enqueue" in d else None})
+
     table = Dispatches(on_whole)
     paired_transitions = Transitions(on_transition)
     paired_intervals = Intervals(on_interval, table)
@@ -531,6 +546,9 @@ def analyze(reader, top=0, begin=None, end=None, min_duration=0):
             state["origin"] = event["ts"]
         state["stop"] = event["ts"]
         name = event["event"]
+        if name == "budget_exceeded":
+            on_budget(event)
+            continue
         if name in STAGES:
             if name == "dispatch_begin" and event["kind"] == "side_effect":
                 timeline.change(event["ts"], 1)
@@ -560,6 +578,8 @@ def analyze(reader, top=0, begin=None, end=None, min_duration=0):
         "nesting": {"roots": roots, "children": [{"parent": p, "child": c, "count": n}
                                                 for (p, c), n in sorted(edges.items(), key=lambda kv: (-kv[1], kv[0]))]},
     }
+    if over_budget_count[0]:
+        report["over_budget"] = {"count": over_budget_count[0], "dispatches": over_budget}
     if interval_stats:
         report["intervals"] = [
             {"name": name, "count": i["count"], "outcomes": i["outcomes"], "duration_ns": i["duration"].summary(),
@@ -635,6 +655,15 @@ def format_analysis(report, histogram=False):
         lines.append(f"  (top level) → {name}: {count}")
     for edge in report["nesting"]["children"]:
         lines.append(f"  {edge['parent']} → {edge['child']}: {edge['count']}")
+    if report.get("over_budget"):
+        over = report["over_budget"]
+        lines.append("")
+        lines.append(f"!!! {over['count']} dispatches went OVER their latency budget:")
+        for item in over["dispatches"][:50]:
+            chain = " ← ".join(f"{p['name'] or '?'} #{p['id']}" for p in item["parents"]) or "(top level)"
+            lines.append(f"  at {item['at_s']:.6f} s  {item['name']} #{item['id']} ({item['kind']}) took "
+                         f"{ns_text(item['actual_ns'])}, budget {ns_text(item['budget_ns'])}, on thread {item['vtid']}; "
+                         f"dispatched by {chain}")
     if report.get("intervals"):
         lines.append("")
         lines.append("intervals (context.interval / traceInterval):")
@@ -693,13 +722,14 @@ def export_perfetto(reader, handle):
     - every dispatch call: a zero-length `X` slice ("dispatch NAME") where `dispatch` was called, and one flow from
       the parent side effect (an instant on its track) through that call to the dispatch's begin;
     - user intervals (`context.interval`): async slices of category `interval`, one track group per name;
-    - navigation transitions: async slices; a "side effects in flight" counter; process names (the `procname`
-      context when recorded) and thread names by role (what the thread ran)."""
+    - navigation transitions: async slices; a "side effects in flight" counter; process names (the main thread's
+      `procname` context when recorded) and thread names by role (what the thread ran) and their own name."""
     writer = JsonArrayWriter(handle)
     state = {"origin": None}
     level = {}
     roles = {}
     procnames = {}
+    threadnames = {}
 
     def us(ts):
         return round((ts - state["origin"]) / 1000.0, 3)
@@ -768,9 +798,18 @@ def export_perfetto(reader, handle):
         if state["origin"] is None:
             state["origin"] = event["ts"]
         pid = event.get("vpid") or 0
-        if "procname" in event and pid not in procnames:
-            procnames[pid] = event["procname"]
+        if "procname" in event:
+            # procname is the thread's name: the process is named by its main thread's (vtid == vpid).
+            tid = event.get("vtid") or 0
+            if tid == pid and pid not in procnames:
+                procnames[pid] = event["procname"]
+            threadnames.setdefault((pid, tid), event["procname"])
         name = event["event"]
+        if name == "budget_exceeded":
+            writer.add({"name": f"over budget: {event['name']}", "cat": "budget", "ph": "i", "s": "p", "ts": us(event["ts"]),
+                        "pid": pid, "tid": event.get("vtid") or 0,
+                        "args": {"id": event["id"], "budget_ns": event["budget_ns"], "actual_ns": event["actual_ns"]}})
+            continue
         if name in STAGES:
             if event["kind"] == "side_effect" and name != "dispatch_enqueue":
                 level[pid] = level.get(pid, 0) + (1 if name == "dispatch_begin" else -1)
@@ -790,7 +829,8 @@ def export_perfetto(reader, handle):
     for (pid, tid), seen in sorted(roles.items()):
         ran = [ROLES.get(queue, queue) for queue, _ in sorted(seen.items(), key=lambda kv: -kv[1]) if queue]
         label = " + ".join(ran) if ran else "thread"
-        writer.add({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"{label} {tid}"}})
+        own = f" ({threadnames[(pid, tid)]})" if (pid, tid) in threadnames else ""
+        writer.add({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"{label} {tid}{own}"}})
     incomplete = len(table.incomplete())
     writer.close({"displayTimeUnit": "ns", "otherData": {"source": "katana_trace.py export",
                                                          "dispatches": table.seen - incomplete,
@@ -929,6 +969,8 @@ def supervise(argv, args):
         return 2
     for line in own:
         sys.stderr.write(line + "\n")
+    if status == -signal.SIGPIPE:
+        return 128 + signal.SIGPIPE  # the reader of our output went away (… | head): not the trace's fault
     if status < 0:
         reason = signal.Signals(-status).name if -status in signal.Signals._value2member_map_ else f"signal {-status}"
         sys.stderr.write(f"{PROG}: {args.trace}: not a readable CTF trace (babeltrace2 ended with {reason}: "

@@ -21,7 +21,8 @@ static int katana_lttng_any_enabled(void) {
         | lttng_ust_tracepoint_enabled(katana, transition_begin)
         | lttng_ust_tracepoint_enabled(katana, transition_end)
         | lttng_ust_tracepoint_enabled(katana, interval_begin)
-        | lttng_ust_tracepoint_enabled(katana, interval_end);
+        | lttng_ust_tracepoint_enabled(katana, interval_end)
+        | lttng_ust_tracepoint_enabled(katana, budget_exceeded);
 }
 
 static void katana_lttng_dispatch_enqueue(uint64_t id, uint64_t parent_id, uint8_t kind, const char *name,
@@ -71,6 +72,12 @@ static void katana_lttng_interval_end(uint64_t interval_id, const char *name, ui
         lttng_ust_do_tracepoint(katana, interval_end, interval_id, name, outcome);
 }
 
+static void katana_lttng_budget_exceeded(uint64_t id, uint8_t kind, const char *name, uint64_t budget_ns,
+                                         uint64_t actual_ns) {
+    if (lttng_ust_tracepoint_enabled(katana, budget_exceeded))
+        lttng_ust_do_tracepoint(katana, budget_exceeded, id, kind, name, budget_ns, actual_ns);
+}
+
 static const struct katana_trace_provider provider = {
     .abi = KATANA_TRACE_PROVIDER_ABI,
     .name = "lttng-ust",
@@ -84,6 +91,7 @@ static const struct katana_trace_provider provider = {
     .transition_end = katana_lttng_transition_end,
     .interval_begin = katana_lttng_interval_begin,
     .interval_end = katana_lttng_interval_end,
+    .budget_exceeded = katana_lttng_budget_exceeded,
 };
 
 const struct katana_trace_provider *katana_lttng_provider(void) { return &provider; }

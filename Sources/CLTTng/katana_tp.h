@@ -146,6 +146,20 @@ LTTNG_UST_TRACEPOINT_EVENT(katana, interval_end,
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(katana, interval_end, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
+/* A dispatch took longer than its type's latency budget (begin → end); emitted just before its dispatch_end. The
+ * flight recorder (traces/record --flight-recorder) snapshots the session when this event fires. */
+LTTNG_UST_TRACEPOINT_EVENT(katana, budget_exceeded,
+    LTTNG_UST_TP_ARGS(uint64_t, id, uint8_t, kind, const char *, name, uint64_t, budget_ns, uint64_t, actual_ns),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(uint64_t, id, id)
+        lttng_ust_field_enum(katana, kind, uint8_t, kind, kind)
+        lttng_ust_field_string(name, name)
+        lttng_ust_field_integer(uint64_t, budget_ns, budget_ns)
+        lttng_ust_field_integer(uint64_t, actual_ns, actual_ns)
+    )
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(katana, budget_exceeded, LTTNG_UST_TRACEPOINT_LOGLEVEL_WARNING)
+
 #endif /* KATANA_TP_H */
 
 #include <lttng/tracepoint-event.h>

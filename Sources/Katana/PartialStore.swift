@@ -48,6 +48,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     public final let configuration: StoreConfiguration
 
     @usableFromInline final let tracer: any TraceBackend
+    /// Per-type latency budgets (flight recorder); checked only for traced dispatches.
+    @usableFromInline final let budgets: LatencyBudgets
     @usableFromInline final let laneLock = Lock(adaptive: true)
     @usableFromInline final let stateLock = Lock(adaptive: true)
     /// Shared by every pending handle of this store.
@@ -77,10 +79,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     init(configuration: StoreConfiguration) {
         self.configuration = configuration
         self.tracer = configuration.traceBackend ?? KatanaTracing.backend
+        self.budgets = configuration.latencyBudgets
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
         self.listenersAreInline = configuration.listenerExecutor.isInline
-        self.sideEffects = SideEffectRegistry(tracer: tracer)
+        self.sideEffects = SideEffectRegistry(tracer: tracer, budgets: configuration.latencyBudgets)
         self.room = Lock.Condition(laneLock)
         self.lane = LaneState(backlogLimit: configuration.backlogLimit)
         weakStore.host = self
@@ -296,7 +299,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         if chain == nil, listenersAreInline {
             // The common case: no interceptors. Apply, hand the change straight to the listeners, and give the
             // lane back, without touching the batch buffers.
-            if id != 0 { traceBegin(item, lane: .updaterInline) }
+            let started = id != 0 ? traceBegin(item, lane: .updaterInline) : 0
             var failure: KatanaError?
             lockStateForApplying(thread: thread)
             if listeners.isEmpty {
@@ -313,7 +316,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             }
             if id != 0 {
                 // No listeners_notified here: an inline change reaches the listeners before dispatch_end.
-                traceEnd(item, lane: .updaterInline, outcome: failure == nil ? .ok : .error)
+                traceEnd(item, lane: .updaterInline, outcome: failure == nil ? .ok : .error, started: started)
             }
             releaseLane(thread: thread)
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
@@ -526,16 +529,22 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     }
 
     /// The one place an updater's `dispatch_begin` is emitted (call only for traced items: `item.id != 0`).
-    @inlinable
-    final func traceBegin(_ item: LaneItem, lane: DispatchLane) {
+    /// Returns the start time when its type has a latency budget (0 otherwise), for `traceEnd`.
+    @inlinable @discardableResult
+    final func traceBegin(_ item: LaneItem, lane: DispatchLane) -> UInt64 {
         tracer.dispatchBegin(DispatchBeginEvent(
             id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
             parallelism: UInt32(clamping: sideEffects.count)))
+        return budgets.start(for: type(of: item.updater))
     }
 
-    /// The one place an updater's `dispatch_end` is emitted (call only for traced items: `item.id != 0`).
+    /// The one place an updater's `dispatch_end` is emitted (call only for traced items: `item.id != 0`), after
+    /// `budget_exceeded` when it ran over its type's budget.
     @inlinable
-    final func traceEnd(_ item: LaneItem, lane: DispatchLane, outcome: DispatchOutcome) {
+    final func traceEnd(_ item: LaneItem, lane: DispatchLane, outcome: DispatchOutcome, started: UInt64 = 0) {
+        if started != 0 {
+            budgets.check(type(of: item.updater), started: started, id: item.id, kind: .stateUpdater, name: item.name!, tracer: tracer)
+        }
         tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: outcome))
     }
 
@@ -562,9 +571,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             return .done(applyTracedLocked(item, lane: lane, recordChanges: recordChanges))
         }
         // Through the interceptors: begin and end bracket the whole chain (the updater is applied by `next`).
-        if item.id != 0 { traceBegin(item, lane: lane) }
+        let started = item.id != 0 ? traceBegin(item, lane: lane) : 0
         let (result, outcome) = runUpdaterChain(item.updater, chain, recordChanges: recordChanges)
-        if item.id != 0 { traceEnd(item, lane: lane, outcome: outcome) }
+        if item.id != 0 { traceEnd(item, lane: lane, outcome: outcome, started: started) }
         return result
     }
 
@@ -572,10 +581,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// threw. The caller holds `stateLock` and the lane.
     @inlinable
     final func applyTracedLocked(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> KatanaError? {
-        if item.id != 0 { traceBegin(item, lane: lane) }
+        let started = item.id != 0 ? traceBegin(item, lane: lane) : 0
         var failure: KatanaError?
         do { try applyLocked(item.updater, recordChanges: recordChanges) } catch { failure = error }
-        if item.id != 0 { traceEnd(item, lane: lane, outcome: failure == nil ? .ok : .error) }
+        if item.id != 0 { traceEnd(item, lane: lane, outcome: failure == nil ? .ok : .error, started: started) }
         return failure
     }
 

@@ -15,7 +15,12 @@ final class SideEffectRegistry: @unchecked Sendable {
     /// `running.count`, readable without the lock (for traces' `parallelism` and `sideEffectsRunning`).
     @usableFromInline let inFlight = Atomic<Int>(0)
 
-    init(tracer: any TraceBackend) { self.tracer = tracer }
+    @usableFromInline let budgets: LatencyBudgets
+
+    init(tracer: any TraceBackend, budgets: LatencyBudgets) {
+        self.tracer = tracer
+        self.budgets = budgets
+    }
 
     @inlinable var count: Int { inFlight.load(ordering: .relaxed) }
 
@@ -107,10 +112,12 @@ enum SideEffectRunner {
             return
         }
         let tracer = registry.tracer
+        var started: UInt64 = 0
         if item.id != 0 {
             tracer.dispatchBegin(DispatchBeginEvent(
                 id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
                 parallelism: UInt32(clamping: parallelism)))
+            started = registry.budgets.start(for: type(of: item.sideEffect))
         }
         var (outcome, resolution) = await execute(item, host: host)
         if cell.isCancelled {
@@ -121,6 +128,10 @@ enum SideEffectRunner {
         // sees this side effect still counted as running.
         registry.leave(cell)
         if item.id != 0 {
+            if started != 0 {
+                registry.budgets.check(type(of: item.sideEffect), started: started, id: item.id, kind: .sideEffect,
+                                       name: item.name!, tracer: tracer)
+            }
             tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool, outcome: outcome))
         }
         if let resolution { cell.resolve(resolution) }

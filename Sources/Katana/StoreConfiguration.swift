@@ -48,9 +48,11 @@ public struct StoreExecutor: Sendable {
 public struct StoreConfiguration: Sendable {
     public var stateInitializerExecutor: StoreExecutor
     public var listenerExecutor: StoreExecutor
-    /// Where this store's trace events go; `nil` (the default) means `KatanaTracing.backend` at creation time,
-    /// which is LTTng on builds with the `LTTng` trait.
+    /// Where this store's trace events go; `nil` (the default) means `KatanaTracing.backend` at creation time:
+    /// LTTng when the app links the `KatanaLTTng` product, else no-op.
     public var traceBackend: (any TraceBackend)?
+    /// Per-type latency budgets: a traced dispatch over its budget emits `budget_exceeded` (see ``LatencyBudgets``).
+    public var latencyBudgets: LatencyBudgets
     /// The flood policy: how many updaters may wait in the lane before producers that already have updaters waiting
     /// there are made to wait (back-pressure) until it has drained to half. `nil`: no limit (`dispatch` never
     /// waits, and under a flood the backlog, and the wait of every awaited updater behind it, grows without bound).
@@ -64,8 +66,10 @@ public struct StoreConfiguration: Sendable {
         stateInitializerExecutor: StoreExecutor = .inline,
         listenerExecutor: StoreExecutor = .inline,
         traceBackend: (any TraceBackend)? = nil,
-        backlogLimit: Int? = StoreConfiguration.defaultBacklogLimit
+        backlogLimit: Int? = StoreConfiguration.defaultBacklogLimit,
+        latencyBudgets: LatencyBudgets = []
     ) {
+        self.latencyBudgets = latencyBudgets
         self.stateInitializerExecutor = stateInitializerExecutor
         self.listenerExecutor = listenerExecutor
         self.traceBackend = traceBackend

@@ -29,10 +29,23 @@ struct Workload: AsyncParsableCommand {
     var waitForSession: Double = 0
     @Option(help: "Write a JSON summary (dispatch counts, in-memory maximum parallelism, final counter) here.")
     var summary: String?
+    @Option(help: "Give Child a latency budget of this many milliseconds (flight recorder: over it, katana:budget_exceeded).")
+    var childBudgetMs: Double?
+    @Option(help: "Make the first child of this round (1-based) slow by --slow-ms (0: none).")
+    var slowRound: Int = 0
+    @Option(help: "How many milliseconds the slow child sleeps.")
+    var slowMs: Double = 50
 
     func validate() throws {
         guard rounds > 0, children > 0, updatersPerChild >= 0, updatersPerParent >= 0 else {
             throw ValidationError("--rounds and --children must be positive, the updater counts not negative")
+        }
+        if let childBudgetMs, !(childBudgetMs.isFinite && childBudgetMs > 0 && childBudgetMs <= 3_600_000) {
+            throw ValidationError("--child-budget-ms must be a positive number of milliseconds up to an hour (got \(childBudgetMs))")
+        }
+        guard slowRound >= 0, slowRound <= rounds else { throw ValidationError("--slow-round must be 0 to --rounds (got \(slowRound))") }
+        guard slowMs.isFinite, slowMs >= 0, slowMs <= 60_000 else {
+            throw ValidationError("--slow-ms must be 0 to 60000 (got \(slowMs))")
         }
     }
 
@@ -52,11 +65,13 @@ struct Workload: AsyncParsableCommand {
         case .both: MultiplexTraceBackend([lttng, memory])
         case .none: NoOpTraceBackend()
         }
+        let budgets: LatencyBudgets = childBudgetMs.map { [.budget(Child.self, .microseconds(Int64($0 * 1_000)))] } ?? []
         let store = BenchStore(interceptors: [], stateInitializer: { BenchState() },
-                               configuration: .init(traceBackend: traceBackend))
+                               configuration: .init(traceBackend: traceBackend, latencyBudgets: budgets))
         store.addListener { _, _ in }
-        let round = Round(children: children, updatersPerChild: updatersPerChild, updatersPerParent: updatersPerParent)
-        for _ in 0..<rounds {
+        for index in 0..<rounds {
+            let round = Round(children: children, updatersPerChild: updatersPerChild, updatersPerParent: updatersPerParent,
+                              slowFirstChildMs: index + 1 == slowRound ? slowMs : 0)
             try await store.dispatch(round).value
         }
         // Wait for the parents' fire-and-forget updaters.
@@ -89,10 +104,13 @@ struct Round: SideEffect {
     let children: Int
     let updatersPerChild: Int
     let updatersPerParent: Int
+    var slowFirstChildMs: Double = 0
 
     func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
         let meeting = Meeting(parties: children)
-        let handles = (0..<children).map { _ in context.dispatch(Child(updaters: updatersPerChild, meeting: meeting)) }
+        let handles = (0..<children).map {
+            context.dispatch(Child(updaters: updatersPerChild, meeting: meeting, slowMs: $0 == 0 ? slowFirstChildMs : 0))
+        }
         for index in 0..<updatersPerParent { context.dispatch(TouchPayload(byte: UInt8(truncatingIfNeeded: index))) }
         for handle in handles { try await handle.value }
     }
@@ -101,9 +119,11 @@ struct Round: SideEffect {
 struct Child: SideEffect {
     let updaters: Int
     let meeting: Meeting
+    var slowMs: Double = 0
 
     func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
         await meeting.arrive()
+        if slowMs > 0 { try await Task.sleep(for: .microseconds(Int64(slowMs * 1_000))) }
         for _ in 0..<updaters { try await context.dispatch(Increment()).value }
     }
 }

@@ -13,6 +13,7 @@ public final class InMemoryTraceBackend: TransitionTraceBackend, @unchecked Send
         case transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome)
         case intervalBegin(intervalID: UInt64, parentID: UInt64, name: String)
         case intervalEnd(intervalID: UInt64, name: String, outcome: DispatchOutcome)
+        case budgetExceeded(BudgetExceededEvent)
     }
 
     // Guarded by `lock`.
@@ -61,6 +62,7 @@ public final class InMemoryTraceBackend: TransitionTraceBackend, @unchecked Send
     public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {
         append(.listenersNotified(storeID: storeID, changes: changes, listeners: listeners))
     }
+    public func budgetExceeded(_ event: BudgetExceededEvent) { append(.budgetExceeded(event)) }
     public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
         append(.intervalBegin(intervalID: intervalID, parentID: parentID, name: "\(name)"))
     }

@@ -16,6 +16,7 @@ public struct MultiplexTraceBackend: TransitionTraceBackend {
     public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {
         for b in backends where b.isEnabled { b.listenersNotified(storeID: storeID, changes: changes, listeners: listeners) }
     }
+    public func budgetExceeded(_ event: BudgetExceededEvent) { for b in backends where b.isEnabled { b.budgetExceeded(event) } }
     public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
         for b in backends where b.isEnabled { b.intervalBegin(intervalID: intervalID, parentID: parentID, name: name) }
     }

@@ -43,6 +43,10 @@ public struct NativeTraceBackend: TransitionTraceBackend, @unchecked Sendable {
         provider.pointee.listeners_notified(storeID, changes, listeners)
     }
 
+    public func budgetExceeded(_ e: BudgetExceededEvent) {
+        provider.pointee.budget_exceeded(e.id, e.kind.rawValue, e.name.cString, e.budgetNanoseconds, e.actualNanoseconds)
+    }
+
     public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
         name.withCStringPointer { provider.pointee.interval_begin(intervalID, parentID, $0) }
     }

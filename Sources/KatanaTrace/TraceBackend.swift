@@ -19,6 +19,8 @@ public protocol TraceBackend: Sendable {
     func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString)
     /// The interval's body returned (`ok`), threw (`error`) or was cancelled (`cancelled`).
     func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome)
+    /// A dispatch exceeded its type's latency budget (service time, begin to end).
+    func budgetExceeded(_ event: BudgetExceededEvent)
 }
 
 /// A backend that also records navigation transitions (KatanaRouter): its own protocol, so the Store's backend
@@ -35,6 +37,7 @@ extension TraceBackend {
     public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {}
     public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {}
     public func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome) {}
+    public func budgetExceeded(_ event: BudgetExceededEvent) {}
 }
 
 /// Discards everything and answers `isEnabled == false`, so a traced Store pays one check per dispatch.

@@ -106,3 +106,21 @@ public struct DispatchEndEvent: Sendable, Equatable {
         self.outcome = outcome
     }
 }
+
+/// A dispatch took longer than the latency budget its type was given (`StoreConfiguration.latencyBudgets`): emitted
+/// just before its `dispatch_end`, so a flight recorder can save what led up to it.
+public struct BudgetExceededEvent: Sendable, Equatable {
+    public var id: UInt64
+    public var kind: DispatchKind
+    public var name: TraceName
+    public var budgetNanoseconds: UInt64
+    public var actualNanoseconds: UInt64
+
+    public init(id: UInt64, kind: DispatchKind, name: TraceName, budgetNanoseconds: UInt64, actualNanoseconds: UInt64) {
+        self.id = id
+        self.kind = kind
+        self.name = name
+        self.budgetNanoseconds = budgetNanoseconds
+        self.actualNanoseconds = actualNanoseconds
+    }
+}

@@ -21,10 +21,17 @@ actor ExampleBuilds {
         if let task = built[key] { return try await task.value }
         let task = Task<URL, any Error> {
             let scratch = Self.scratch(example)
-            let build = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), [
+            let arguments = [
                 "swift", "build", "--package-path", Paths.packageRoot.appendingPathComponent("Examples/\(example)").path,
                 "--scratch-path", scratch.path, "--product", product,
-            ])
+            ]
+            var build = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), arguments)
+            if build.status != 0 {
+                // An incremental build of a path dependency can miss that Katana's interface changed (callers of a
+                // changed default argument then fail to link): build once more from scratch.
+                try? FileManager.default.removeItem(at: scratch)
+                build = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), arguments)
+            }
             guard build.status == 0 else {
                 throw RecordingError("swift build of Examples/\(example) (\(product)) failed (\(build.status)):\n\(build.out.suffix(3_000))\(build.err.suffix(3_000))")
             }
@@ -186,8 +193,9 @@ extension LTTngRecordingTests {
         #expect((type("ProcessOrder")?["outcomes"] as? [String: Int])?["error"] == failed)
 
         // Queue waits: every updater has its wait from enqueue to being applied.
-        let wait = try #require(type("ReserveStock")?["queue_wait_ns"] as? [String: Int])
-        #expect((wait["max"] ?? -1) >= (wait["p50"] ?? 0) && wait["p50"] != nil)
+        let wait = try #require(type("ReserveStock")?["queue_wait_ns"] as? [String: Any])
+        let p50 = try #require(wait["p50"] as? Int), max = try #require(wait["max"] as? Int)
+        #expect(max >= p50 && p50 > 0)
 
         // Nesting: which side effect dispatched what.
         let nesting = try #require(report["nesting"] as? [String: Any])

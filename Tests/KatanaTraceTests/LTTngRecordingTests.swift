@@ -340,11 +340,11 @@ extension LTTngRecordingTests {
         let recorded = try recordedDispatches(directory.path)
         #expect(recorded.count > 1_000)
         #expect(exportedDispatches(document) == recorded, "\(recorded.subtracting(exportedDispatches(document)).count) dispatches missing")
-        // Named: the process by its procname context, threads by what they ran.
+        // Named: threads by what they ran and their own name (the procname context), the process by its pid.
         let events = document["traceEvents"] as? [[String: Any]] ?? []
         let names = events.filter { $0["ph"] as? String == "M" }.compactMap { ($0["args"] as? [String: Any])?["name"] as? String }
-        #expect(names.contains { $0.hasPrefix("katana-bench (pid ") }, "\(names.prefix(5))")
-        #expect(names.contains { $0.hasPrefix("side-effect pool") } && names.contains { $0.contains("updater") }, "\(names)")
+        #expect(names.contains { $0.contains("pid ") }, "\(names.prefix(5))")
+        #expect(names.contains { $0.contains("side-effect pool") && $0.hasSuffix(")") } && names.contains { $0.contains("updater") }, "\(names)")
         #expect(events.filter { $0["ph"] as? String == "b" && $0["cat"] as? String == "interval" }.count == 200)
     }
 
@@ -466,6 +466,47 @@ func recordWithTracesRecord(_ command: [String]) throws -> (directory: URL, prin
     return (directory, record.out)
 }
 
+/// The flight recorder: a snapshot session whose trigger saves the ring each time a dispatch goes over budget.
+extension LTTngRecordingTests {
+    @Test func theFlightRecorderSnapshotsASlowDispatchWithItsParentAndOnlyThen() throws {
+        try LTTngEnvironment.ensureSessiond()
+        let record = Paths.packageRoot.appendingPathComponent("traces/record").path
+        let workload = [Paths.katanaBench.path, "workload", "--rounds", "60", "--child-budget-ms", "200"]
+        let slow = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: slow) }
+        let recorded = try run([record, "--flight-recorder", "-o", slow.path, "--"] + workload + ["--slow-round", "40", "--slow-ms", "400"])
+        try #require(recorded.status == 0, "\(recorded.err)")
+        let snapshots = recorded.out.split(separator: "\n").map(String.init)
+        try #require(snapshots.count == 1, "one slow child, one snapshot: \(recorded.out) \(recorded.err)")
+
+        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", snapshots[0]])
+        try #require(analysis.status == 0, "\(analysis.err)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
+        let over = try #require(report["over_budget"] as? [String: Any], "the snapshot must hold the budget_exceeded event")
+        #expect(over["count"] as? Int == 1)
+        let slowChild = try #require((over["dispatches"] as? [[String: Any]])?.first)
+        #expect(slowChild["name"] as? String == "KatanaBenchCore.Child")
+        #expect((slowChild["actual_ns"] as? Int ?? 0) >= 400_000_000 && slowChild["budget_ns"] as? Int == 200_000_000)
+        let parents = try #require(slowChild["parents"] as? [[String: Any]])
+        #expect(parents.first?["name"] as? String == "KatanaBenchCore.Round", "the parent chain: \(parents)")
+        // The snapshot has the slow child's and its parent's own events.
+        let dump = try run(["/usr/bin/python3", Paths.traceTool, "dump", snapshots[0]])
+        let childID = slowChild["id"] as? Int ?? -1, parentID = parents.first?["id"] as? Int ?? -1
+        #expect(dump.out.contains("\"event\": \"dispatch_begin\", \"id\": \(childID),"), "no begin of the slow child")
+        #expect(dump.out.contains("\"event\": \"dispatch_begin\", \"id\": \(parentID),"), "no begin of its parent")
+        #expect(try run(["lttng", "list"]).out.contains(slow.lastPathComponent) == false, "the session is gone")
+
+        // The same workload with nothing slow: no snapshot.
+        let calm = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: calm) }
+        let quiet = try run([record, "--flight-recorder", "-o", calm.path, "--"] + workload)
+        #expect(quiet.status == 0, "\(quiet.err)")
+        #expect(quiet.out.isEmpty && quiet.err.contains("no snapshot"), "\(quiet.out) \(quiet.err)")
+        let taken = (try? FileManager.default.contentsOfDirectory(atPath: calm.path)) ?? []
+        #expect(!taken.contains { $0.hasPrefix("snapshot-") }, "\(taken)")
+    }
+}
+
 /// KatanaRouter's transitions in a real recording: the example's flow, recorded with traces/record. Part of the
 /// serialized recording suite, so no other recording (which sees every process's events) runs meanwhile.
 extension LTTngRecordingTests {
@@ -493,7 +534,8 @@ extension LTTngRecordingTests {
         #expect(export.status == 0)
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
         #expect(traceEventProblems(document).isEmpty)
+        // Transitions (which await routables and may move threads) are async slices: 27 begins, 27 ends.
         let slices = (document["traceEvents"] as? [[String: Any]] ?? []).filter { $0["cat"] as? String == "navigation" }
-        #expect(slices.count == 27)
+        #expect(slices.filter { $0["ph"] as? String == "b" }.count == 27 && slices.filter { $0["ph"] as? String == "e" }.count == 27)
     }
 }

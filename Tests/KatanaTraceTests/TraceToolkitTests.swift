@@ -55,6 +55,8 @@ func traceEventProblems(_ document: [String: Any]) -> [String] {
             if let id = event["id"] as? String { open[id, default: 0] += ph == "b" ? 1 : -1 }
         case "n":
             need(["name", "cat", "id", "ts", "pid"])
+        case "i":
+            need(["name", "ts", "pid", "s"])
         case "C":
             need(["name", "ts", "pid", "args"])
             if let args = event["args"] as? [String: Any], !args.values.allSatisfy({ $0 is NSNumber }) {

@@ -18,7 +18,7 @@ extern "C" {
 #pragma clang assume_nonnull begin
 
 /* Bumped when the table's layout changes; the core ignores a provider of another version. */
-#define KATANA_TRACE_PROVIDER_ABI 2
+#define KATANA_TRACE_PROVIDER_ABI 3
 
 struct katana_trace_provider {
     uint32_t abi;                  /* KATANA_TRACE_PROVIDER_ABI */
@@ -36,6 +36,7 @@ struct katana_trace_provider {
     void (*transition_end)(uint64_t transition_id, const char *name, uint8_t outcome);
     void (*interval_begin)(uint64_t interval_id, uint64_t parent_id, const char *name);
     void (*interval_end)(uint64_t interval_id, const char *name, uint8_t outcome);
+    void (*budget_exceeded)(uint64_t id, uint8_t kind, const char *name, uint64_t budget_ns, uint64_t actual_ns);
 };
 
 /* Makes `provider` (which must live for the whole process) this process's native provider. The first

@@ -1,0 +1,80 @@
+import Foundation
+import Katana
+import KatanaTrace
+import Testing
+
+private struct SlowUpdate: StateUpdater {
+    let microseconds: UInt32
+    func updateState(_ state: inout TraceState) {
+        usleep(microseconds)
+        state.counter += 1
+    }
+}
+
+private struct SlowSideEffect: SideEffect {
+    let milliseconds: Int
+    func sideEffect(_ context: SideEffectContext<TraceState, EmptySideEffectDependencyContainer>) async throws {
+        try await Task.sleep(for: .milliseconds(milliseconds))
+        try await context.dispatch(SlowUpdate(microseconds: 0)).value
+    }
+}
+
+private struct SlowAnswer: ReturningSideEffect {
+    func sideEffect(_ context: SideEffectContext<TraceState, EmptySideEffectDependencyContainer>) async throws -> Int {
+        try await Task.sleep(for: .milliseconds(5))
+        return 42
+    }
+}
+
+@Suite struct LatencyBudgetTests {
+    private func store(_ backend: any TraceBackend, _ budgets: LatencyBudgets) -> TraceStore {
+        TraceStore(stateInitializer: { TraceState() }, configuration: .init(traceBackend: backend, latencyBudgets: budgets))
+    }
+
+    private func exceeded(_ backend: InMemoryTraceBackend) -> [BudgetExceededEvent] {
+        backend.events.compactMap { if case let .budgetExceeded(e) = $0 { e } else { nil } }
+    }
+
+    @Test func aDispatchOverItsBudgetIsReportedJustBeforeItsEnd() async throws {
+        let backend = InMemoryTraceBackend()
+        let store = store(backend, [.budget(SlowSideEffect.self, .milliseconds(2)), .budget(SlowUpdate.self, .milliseconds(2)),
+                                    .budget(SlowAnswer.self, .milliseconds(1))])
+        try await store.dispatch(SlowSideEffect(milliseconds: 10)).value
+        try await store.dispatch(SlowUpdate(microseconds: 5_000)).value
+        #expect(try await store.dispatch(SlowAnswer()).value == 42)
+        let reports = exceeded(backend)
+        #expect(reports.map(\.name) == [TraceName.of(SlowSideEffect.self), TraceName.of(SlowUpdate.self), TraceName.of(SlowAnswer.self)])
+        let sideEffect = try #require(reports.first)
+        #expect(sideEffect.kind == .sideEffect && sideEffect.budgetNanoseconds == 2_000_000)
+        #expect(sideEffect.actualNanoseconds >= 10_000_000)
+        #expect(reports[1].kind == .stateUpdater && reports[1].actualNanoseconds >= 5_000_000)
+        // Right before the dispatch's own end.
+        let events = backend.events
+        let index = try #require(events.firstIndex { if case .budgetExceeded = $0 { true } else { false } })
+        guard case let .end(end) = events[index + 1] else { Issue.record("after budget_exceeded: \(events[index + 1])"); return }
+        #expect(end.id == sideEffect.id)
+        // The quick updater inside SlowSideEffect stayed within its budget.
+        #expect(reports.filter { $0.name == TraceName.of(SlowUpdate.self) }.count == 1)
+    }
+
+    @Test func withinBudgetOrUnbudgetedOrUntracedNothingIsReported() async throws {
+        let backend = InMemoryTraceBackend()
+        let store = store(backend, [.budget(SlowSideEffect.self, .seconds(10))])
+        try await store.dispatch(SlowSideEffect(milliseconds: 1)).value
+        try await store.dispatch(SlowUpdate(microseconds: 2_000)).value  // no budget
+        #expect(exceeded(backend).isEmpty)
+        #expect(backend.events.contains { if case .end = $0 { true } else { false } })
+
+        let silent = InMemoryTraceBackend(enabled: false)
+        let untraced = self.store(silent, [.budget(SlowSideEffect.self, .nanoseconds(1))])
+        try await untraced.dispatch(SlowSideEffect(milliseconds: 1)).value
+        #expect(silent.events.isEmpty)
+    }
+
+    @Test func budgetsAreReadBack() {
+        let budgets: LatencyBudgets = [.budget(SlowUpdate.self, .microseconds(250))]
+        #expect(budgets.budget(for: SlowUpdate.self) == .microseconds(250))
+        #expect(budgets.budget(for: SlowSideEffect.self) == nil)
+        #expect(!budgets.isEmpty && LatencyBudgets([]).isEmpty)
+    }
+}
