@@ -169,7 +169,7 @@ struct LoopUntilRejected: SideEffect {
         let sawCancellation = Counter()
         let handle = store.dispatch(SlowSideEffect(seconds: 120, sawCancellation: sawCancellation))
         defer { handle.cancel() }
-        let outcome = await within(seconds: 60) {
+        let outcome = await within(seconds: 120) {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await handle.value }
                 group.addTask {

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import KatanaTestSupport
 import KatanaTrace
 import Testing
 
@@ -26,6 +27,11 @@ enum Toolkit {
 
     static func tool(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
         try run([python, Paths.traceTool] + arguments)
+    }
+
+    /// `tool` for slow runs: the caller's task suspends instead of holding a thread of the cooperative pool.
+    static func slowTool(_ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
+        try await runProcessSuspending(URL(fileURLWithPath: python), [Paths.traceTool] + arguments)
     }
 }
 
@@ -171,7 +177,7 @@ struct TraceToolkitTests {
     /// Damaged traces end within bounded time with one line and exit status 2, for every command — where
     /// babeltrace2 spins (truncated metadata), aborts (empty or random metadata) or blocks (a FIFO).
     @Test(arguments: ["check", "analyze", "dump", "export"])
-    func damagedTracesEndWithOneLineAndStatusTwo(command: String) throws {
+    func damagedTracesEndWithOneLineAndStatusTwo(command: String) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
@@ -215,7 +221,7 @@ struct TraceToolkitTests {
             var arguments = ["--stall-timeout", "3", command, trace.path]
             if command == "export" { arguments += ["-o", root.appendingPathComponent("out.json").path] }
             let started = Date()
-            let outcome = try Toolkit.tool(arguments)
+            let outcome = try await Toolkit.slowTool(arguments)
             let took = Date().timeIntervalSince(started)
             #expect(outcome.status == 2, "\(command) \(trace.lastPathComponent): status \(outcome.status)")
             let lines = outcome.err.split(separator: "\n")
