@@ -32,3 +32,14 @@ enum LinkedLTTng {
         return backend
     }
 }
+
+/// `value` within `range`, or a one-line error naming the option and its allowed range.
+func checkRange<T: Comparable & CustomStringConvertible>(_ value: T, _ range: ClosedRange<T>, _ option: String, unit: String = "") throws {
+    let suffix = unit.isEmpty ? "" : " \(unit)"
+    if let double = value as? Double, !double.isFinite {
+        throw ValidationError("\(option) must be a finite number from \(range.lowerBound) to \(range.upperBound)\(suffix) (got \(value))")
+    }
+    guard range.contains(value) else {
+        throw ValidationError("\(option) must be from \(range.lowerBound) to \(range.upperBound)\(suffix) (got \(value))")
+    }
+}

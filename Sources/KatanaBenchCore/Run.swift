@@ -88,23 +88,26 @@ struct Run: AsyncParsableCommand {
     var traceDirectory: String?
 
     func validate() throws {
-        func positive(_ value: Int, _ flag: String) throws {
-            guard value > 0 else { throw ValidationError("\(flag) must be positive (got \(value))") }
+        // Every number within a range the bench can honour: out of range is one line naming the option, never a
+        // crash (a huge Double once trapped converting to UInt64 nanoseconds) or a run that cannot end.
+        try checkRange(producers, 1...4_096, "--producers")
+        try checkRange(concurrency, 1...4_096, "--concurrency")
+        try checkRange(flooders, 1...256, "--flooders")
+        if let count { try checkRange(count, 1...1_000_000_000, "--count") }
+        if count != nil, duration != nil {
+            throw ValidationError("--count and --duration are exclusive: measure a number of items or a time, not both")
         }
-        try positive(producers, "--producers")
-        try positive(concurrency, "--concurrency")
-        try positive(flooders, "--flooders")
-        if let count { try positive(count, "--count") }
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be positive (got \(duration))") }
-        guard warmup >= 0 else { throw ValidationError("--warmup must not be negative (got \(warmup))") }
-        if let rate, !(rate > 0) { throw ValidationError("--rate must be positive (got \(rate))") }
-        guard updatersPerSideEffect >= 0 else { throw ValidationError("--updaters-per-side-effect must not be negative") }
-        for (value, flag) in [(spinUs, "--spin-us"), (sleepUs, "--sleep-us"), (updaterSpinUs, "--updater-spin-us"), (stallMs, "--stall-ms")] {
-            guard value >= 0, value.isFinite else { throw ValidationError("\(flag) must not be negative (got \(value))") }
-        }
-        if let stallEvery, !(stallEvery > 0) { throw ValidationError("--stall-every must be positive (got \(stallEvery))") }
-        guard listeners >= 0 else { throw ValidationError("--listeners must not be negative (got \(listeners))") }
-        guard payload >= 0 else { throw ValidationError("--payload must not be negative (got \(payload))") }
+        if let duration { try checkRange(duration, 0.001...86_400, "--duration", unit: "s") }
+        try checkRange(warmup, 0...3_600, "--warmup", unit: "s")
+        if let rate { try checkRange(rate, 0.01...100_000_000, "--rate", unit: "per second") }
+        try checkRange(updatersPerSideEffect, 0...100_000, "--updaters-per-side-effect")
+        try checkRange(spinUs, 0...10_000_000, "--spin-us", unit: "µs")
+        try checkRange(sleepUs, 0...10_000_000, "--sleep-us", unit: "µs")
+        try checkRange(updaterSpinUs, 0...10_000_000, "--updater-spin-us", unit: "µs")
+        try checkRange(stallMs, 0...60_000, "--stall-ms", unit: "ms")
+        if let stallEvery { try checkRange(stallEvery, 0.001...3_600, "--stall-every", unit: "s") }
+        try checkRange(listeners, 0...10_000, "--listeners")
+        try checkRange(payload, 0...(1 << 30), "--payload", unit: "bytes")
         // Fail before the run, not after it, when an output cannot be written.
         for path in [json, plot].compactMap({ $0 }) { try checkWritable(file: path) }
         if let hgrm { try checkWritable(directory: hgrm) }
@@ -205,13 +208,18 @@ struct Run: AsyncParsableCommand {
     private func drive(store: BenchStore, run: RunContext, workers: Int, until stop: Stop, progress: Progress?) async throws -> Int {
         let begin = nowNanoseconds()
         let end: UInt64? = if case let .seconds(s) = stop { begin + UInt64(s * 1e9) } else { nil }
-        let perWorker: Int? = if case let .count(n) = stop { max(n / workers, 1) } else { nil }
+        // --count N across the workers exactly: the first N % workers take one more (a worker may take none).
+        let quota: (Int) -> Int? = { worker in
+            guard case let .count(n) = stop else { return nil }
+            return n / workers + (worker < n % workers ? 1 : 0)
+        }
         // Open loop: each worker's items are due every `interval` ns, from `begin`.
         let interval: UInt64? = rate.map { UInt64(Double(workers) / $0 * 1e9) }
         let done = AtomicCounter()
         let scenario = self.scenario
         try await withThrowingTaskGroup(of: Void.self) { group in
             for worker in 0..<workers {
+                let perWorker = quota(worker)
                 group.addTask {
                     var sent = 0
                     // Stagger open-loop workers so they are not all due at once.
@@ -221,6 +229,9 @@ struct Run: AsyncParsableCommand {
                         var now = nowNanoseconds()
                         if let end, now >= end { break }
                         if interval != nil, due > now {
+                            // Open loop: an item due after the end is never sent (at a low rate the next one may be
+                            // due long after --duration).
+                            if let end, due >= end { break }
                             try await waitUntil(due)
                             now = nowNanoseconds()
                         }

@@ -216,3 +216,45 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(outcome.err.contains("teleport"))
     }
 }
+
+/// Out-of-range numbers are refused before the run with one line naming the option — never a crash (huge Doubles once
+/// trapped converting to nanoseconds), an abort (a 100 GB payload) or a run that cannot end.
+@Suite struct HostileNumberTests {
+    @Test(arguments: [
+        (["--duration", "inf"], "--duration"), (["--duration", "1e300"], "--duration"), (["--duration", "nan"], "--duration"),
+        (["--warmup", "inf"], "--warmup"), (["--warmup", "1e20"], "--warmup"), (["--rate", "1e-10"], "--rate"),
+        (["--stall-ms", "1e300", "--stall-every", "1"], "--stall-ms"), (["--stall-every", "1e300"], "--stall-every"),
+        (["--spin-us", "1e300"], "--spin-us"), (["--sleep-us", "1e300"], "--sleep-us"),
+        (["--updater-spin-us", "1e20"], "--updater-spin-us"), (["--payload", "100000000000"], "--payload"),
+        (["--producers", "100000000"], "--producers"), (["--count", "5", "--duration", "1"], "--count"),
+    ] as [([String], String)])
+    func hugeOrConflictingNumbersAreOneLineErrors(_ arguments: [String], option: String) throws {
+        let outcome = try bench(["run", "--warmup", "0"] + arguments)
+        #expect(outcome.status == 64, "\(arguments): status \(outcome.status) \(outcome.err.prefix(300))")
+        let lines = outcome.err.split(separator: "\n").filter { $0.hasPrefix("Error:") }
+        #expect(lines.count == 1 && lines[0].contains(option), "\(arguments): \(outcome.err.prefix(300))")
+    }
+
+    @Test func aCountSmallerThanTheWorkersMeasuresExactlyThatMany() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for count in [1, 10, 15] {
+            let json = directory.appendingPathComponent("count-\(count).json").path
+            let outcome = try bench(["run", "-s", "side-effects", "--count", "\(count)", "--concurrency", "8", "--warmup", "0",
+                                     "--trace-backend", "none", "--json", json])
+            try #require(outcome.status == 0, "\(outcome.err)")
+            let result = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: json)))
+            #expect(result.metrics["side_effect.end_to_end"]?.count == UInt64(count), "--count \(count)")
+        }
+    }
+
+    /// An open loop whose next item is due after --duration stops at --duration (it once waited for it: a 0.05/s rate
+    /// over 1 s ran for 160 s). A liveness bound, not a timing claim.
+    @Test func anOpenLoopEndsAtItsDuration() async throws {
+        let started = Date()
+        let outcome = try await runProcessSuspending(katanaBench, ["run", "-s", "updaters", "--rate", "0.05", "--duration", "1",
+                                                                   "--warmup", "0", "--trace-backend", "none"])
+        #expect(outcome.status == 0, "\(outcome.err)")
+        #expect(Date().timeIntervalSince(started) < 60, "the run did not stop at --duration")
+    }
+}

@@ -226,7 +226,8 @@ struct TraceToolkitTests {
             #expect(outcome.status == 2, "\(command) \(trace.lastPathComponent): status \(outcome.status)")
             let lines = outcome.err.split(separator: "\n")
             #expect(lines.count == 1 && lines[0].hasPrefix("katana_trace: "), "\(command) \(trace.lastPathComponent): \(outcome.err.prefix(500))")
-            #expect(took < 20, "\(command) \(trace.lastPathComponent) took \(took) s")
+            // A liveness bound (the 3 s stall timeout ends a hang), wide enough for a loaded ThreadSanitizer run.
+            #expect(took < 120, "\(command) \(trace.lastPathComponent) took \(took) s")
         }
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("out.json").path))
     }
