@@ -52,7 +52,7 @@ struct Run: AsyncParsableCommand {
     var backlogLimit: BacklogLimit = .storeDefault
     @Option(help: "Concurrent workers, each keeping one side effect in flight (side-effects, mixed).")
     var concurrency: Int = 8
-    @Option(help: "Top-level dispatches to measure (split across producers/workers). Ignored with --duration.")
+    @Option(help: "Top-level dispatches to measure, split exactly across producers/workers (not with --duration).")
     var count: Int?
     @Option(help: "Seconds to measure (default 5 when --count is not given).")
     var duration: Double?
