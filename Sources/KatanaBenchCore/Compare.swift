@@ -73,11 +73,18 @@ struct Compare: ParsableCommand {
         guard base.environment.katanaBenchVersion == cur.environment.katanaBenchVersion else {
             throw CompareError("the results come from different katana-bench versions (\(base.environment.katanaBenchVersion) vs \(cur.environment.katanaBenchVersion))")
         }
-        let names = metrics.isEmpty ? defaultMetrics(base) : metrics
+        // By default, what either result measured: a metric on one side only is reported, not skipped.
+        let names = metrics.isEmpty ? defaultMetrics(base) + defaultMetrics(cur).filter { !defaultMetrics(base).contains($0) } : metrics
         var rows: [Row] = []
         for name in names {
-            guard let b = value(of: name, in: base), let c = value(of: name, in: cur) else {
-                if metrics.isEmpty { continue }
+            let b = value(of: name, in: base), c = value(of: name, in: cur)
+            if b == nil, c == nil, metrics.isEmpty { continue }  // a default metric neither run measured
+            guard let b, let c else {
+                if metrics.isEmpty || b != nil || c != nil {
+                    // One side measured it and the other did not: the runs are not comparable on it.
+                    let missing = b == nil ? "the baseline" : "the current result"
+                    throw CompareError("metric \(name) is missing from \(missing): both results must measure the same metrics")
+                }
                 throw CompareError("unknown or missing metric \(name) (use <histogram>.<p50|p90|p99|p999|p9999|mean|max> or throughput.<name>)")
             }
             let higherIsBetter = name.hasPrefix("throughput.")

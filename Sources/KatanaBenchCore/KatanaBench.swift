@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import KatanaTrace
 
 /// The `katana-bench` command. Its entry point (`Sources/katana-bench`) links the LTTng provider; this module does
@@ -15,6 +16,29 @@ public struct KatanaBench: AsyncParsableCommand {
     public static let version = "0.6.0"
 
     public init() {}
+
+    /// The entry point: ArgumentParser's, with one exit-code convention for every command — 0 ok, 1 a regression
+    /// (`compare`), 2 bad input or usage (ArgumentParser's own usage errors would exit 64).
+    public static func mainWithExitCodes(_ arguments: [String]? = nil) async -> Int32 {
+        do {
+            var command = try parseAsRoot(arguments)
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            return 0
+        } catch {
+            let code = exitCode(for: error)
+            let message = fullMessage(for: error)
+            if code == .success {
+                if !message.isEmpty { print(message) }
+                return 0
+            }
+            if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+            return code == .validationFailure ? 2 : code.rawValue
+        }
+    }
 }
 
 /// The LTTng provider linked into this process: present in the `katana-bench` executable (which links

@@ -152,7 +152,7 @@ enum Report {
     static func writeJSON(_ result: BenchResult, to path: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try encoder.encode(result).write(to: URL(fileURLWithPath: path))
+        try writeOutput(encoder.encode(result), to: path)
     }
 
     /// One `<metric>.hgrm` per non-empty histogram, in HdrHistogram's percentile-distribution format, values in µs
@@ -161,7 +161,7 @@ enum Report {
         for (metric, histogram) in histograms where histogram.totalCount > 0 {
             var text = ""
             histogram.outputPercentileDistribution(to: &text, outputValueUnitScalingRatio: 1_000)
-            try text.write(toFile: (directory as NSString).appendingPathComponent("\(metric.rawValue).hgrm"), atomically: true, encoding: .utf8)
+            try writeOutput(Data(text.utf8), to: (directory as NSString).appendingPathComponent("\(metric.rawValue).hgrm"))
         }
     }
 

@@ -128,11 +128,16 @@ struct Run: AsyncParsableCommand {
             try recording.stop()
             FileHandle.standardError.write(Data("trace: \(recording.directory)\n".utf8))
         }
-        print(Report.table(result))
+        // With `--json -` standard output is the JSON alone: the table goes to standard error.
+        if json == "-" {
+            FileHandle.standardError.write(Data((Report.table(result) + "\n").utf8))
+        } else {
+            print(Report.table(result))
+        }
         do {
             if let json { try Report.writeJSON(result, to: json) }
             if let hgrm { try Report.writeHgrm(histograms, to: hgrm) }
-            if let plot { try Plot.svg(histograms: histograms, title: "katana-bench \(result.scenario)").write(toFile: plot, atomically: true, encoding: .utf8) }
+            if let plot { try writeOutput(Data(Plot.svg(histograms: histograms, title: "katana-bench \(result.scenario)").utf8), to: plot) }
         } catch {
             throw ValidationError("could not write the output: \(error.localizedDescription)")
         }
@@ -407,8 +412,28 @@ final class Progress: @unchecked Sendable {
     }
 }
 
+/// Writes an output option's file as a user expects: `-` is standard output; a symbolic link is followed (its target
+/// is written and the link stays); an existing target is replaced only when it is a regular file — never a device,
+/// FIFO or directory; the bytes go to a temporary file beside the target, renamed over it when complete.
+func writeOutput(_ data: Data, to path: String) throws {
+    if path == "-" {
+        FileHandle.standardOutput.write(data)
+        return
+    }
+    let target = URL(fileURLWithPath: path).resolvingSymlinksInPath()
+    if let type = try? FileManager.default.attributesOfItem(atPath: target.path)[.type] as? FileAttributeType, type != .typeRegular {
+        throw ValidationError("cannot write \(path): it exists and is not a regular file")
+    }
+    try data.write(to: target, options: .atomic)
+}
+
 func checkWritable(file path: String) throws {
-    let url = URL(fileURLWithPath: path)
+    if path == "-" { return }
+    let url = URL(fileURLWithPath: path).resolvingSymlinksInPath()
+    if let type = try? FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType,
+       type != .typeRegular, type != .typeDirectory {
+        throw ValidationError("cannot write \(path): it exists and is not a regular file")
+    }
     let directory = url.deletingLastPathComponent().path
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -417,7 +442,7 @@ func checkWritable(file path: String) throws {
     guard FileManager.default.isWritableFile(atPath: directory) else {
         throw ValidationError("cannot write \(path): directory \(directory) is not writable")
     }
-    if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+    if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
         throw ValidationError("cannot write \(path): it is a directory")
     }
 }

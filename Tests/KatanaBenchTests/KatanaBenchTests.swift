@@ -40,7 +40,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
     ])
     func badRunArgumentsFailWithAMessage(_ arguments: [String]) throws {
         let outcome = try bench(["run"] + arguments)
-        #expect(outcome.status != 0)
+        #expect(outcome.status == 2, "bad input or usage exits 2, as the README says: \(arguments) → \(outcome.status)")
         #expect(outcome.err.contains("Error:"), "no error message for \(arguments): \(outcome.err)")
         #expect(outcome.out.isEmpty)
     }
@@ -230,7 +230,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
     ] as [([String], String)])
     func hugeOrConflictingNumbersAreOneLineErrors(_ arguments: [String], option: String) throws {
         let outcome = try bench(["run", "--warmup", "0"] + arguments)
-        #expect(outcome.status == 64, "\(arguments): status \(outcome.status) \(outcome.err.prefix(300))")
+        #expect(outcome.status == 2, "\(arguments): status \(outcome.status) \(outcome.err.prefix(300))")
         let lines = outcome.err.split(separator: "\n").filter { $0.hasPrefix("Error:") }
         #expect(lines.count == 1 && lines[0].contains(option), "\(arguments): \(outcome.err.prefix(300))")
     }
@@ -256,5 +256,75 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
                                                                    "--warmup", "0", "--trace-backend", "none"])
         #expect(outcome.status == 0, "\(outcome.err)")
         #expect(Date().timeIntervalSince(started) < 60, "the run did not stop at --duration")
+    }
+}
+
+/// Output options: `-` is standard output; a symbolic link is followed, never replaced; a device, FIFO or directory is
+/// never replaced (run as root, `--plot /dev/full` once turned the device node into an SVG file).
+@Suite struct OutputFileTests {
+    private let quick = ["run", "-s", "updaters", "--count", "200", "--warmup", "0", "--trace-backend", "none"]
+
+    @Test func aSymbolicLinkIsFollowedForEveryOutput() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let hgrm = directory.appendingPathComponent("hgrm")
+        try FileManager.default.createDirectory(at: hgrm, withIntermediateDirectories: true)
+        var links: [(link: URL, target: URL)] = []
+        for name in ["result.json", "chart.svg", "hgrm/updater.end_to_end.hgrm"] {
+            let target = directory.appendingPathComponent("target-\(links.count)")
+            try "old".write(to: target, atomically: true, encoding: .utf8)
+            let link = directory.appendingPathComponent(name)
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+            links.append((link, target))
+        }
+        let outcome = try bench(quick + ["--json", links[0].link.path, "--plot", links[1].link.path, "--hgrm", hgrm.path])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        for (link, target) in links {
+            #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == target.path, "\(link.lastPathComponent) was replaced")
+            #expect(try String(contentsOf: target, encoding: .utf8) != "old", "\(target.lastPathComponent) was not written")
+        }
+    }
+
+    @Test func aDeviceOrFifoIsNeverReplaced() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("fifo")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        for (option, path) in [("--plot", "/dev/null"), ("--json", "/dev/null"), ("--plot", fifo.path)] {
+            let outcome = try bench(quick + [option, path])
+            #expect(outcome.status == 2 && outcome.err.contains("not a regular file"), "\(option) \(path): \(outcome.status) \(outcome.err)")
+        }
+        var info = stat()
+        #expect(stat("/dev/null", &info) == 0 && (info.st_mode & S_IFMT) == S_IFCHR, "/dev/null is still a device")
+    }
+
+    @Test func aDashIsStandardOutput() throws {
+        let outcome = try bench(quick + ["--json", "-"])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        // Standard output is the JSON alone (the table goes to standard error).
+        let result = try JSONDecoder().decode(BenchResult.self, from: Data(outcome.out.utf8))
+        #expect(outcome.err.contains("updater.end_to_end"))
+        #expect(result.metrics["updater.end_to_end"]?.count == 200)
+        #expect(!FileManager.default.fileExists(atPath: "-"))
+    }
+}
+
+@Suite struct CompareMissingMetricTests {
+    /// A metric one result has and the other lacks is bad input (exit 2), not a pass on the rest.
+    @Test func aMetricMissingFromOneSideIsBadInput() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var full = result(p99: 100_000, throughput: 1_000)
+        var partial = full
+        partial.metrics = [:]
+        full.metrics["side_effect.end_to_end"] = full.metrics["side_effect.end_to_end"]
+        let a = directory.appendingPathComponent("a.json").path, b = directory.appendingPathComponent("b.json").path
+        try Report.writeJSON(full, to: a)
+        try Report.writeJSON(partial, to: b)
+        let outcome = try bench(["compare", a, b])
+        #expect(outcome.status == 2, "\(outcome.out) \(outcome.err)")
+        #expect(outcome.err.contains("missing from the current result"), "\(outcome.err)")
+        let reversed = try bench(["compare", b, a])
+        #expect(reversed.status == 2 && reversed.err.contains("missing from the baseline"), "\(reversed.err)")
     }
 }
