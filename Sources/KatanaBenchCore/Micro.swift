@@ -45,9 +45,11 @@ struct Micro: AsyncParsableCommand {
     var json: String?
 
     func validate() throws {
-        guard iterations >= 10 else { throw ValidationError("--iterations must be at least 10 (got \(iterations))") }
-        guard payload >= 0 else { throw ValidationError("--payload must not be negative (got \(payload))") }
-        guard runs >= 1 else { throw ValidationError("--runs must be at least 1 (got \(runs))") }
+        try checkRange(iterations, 10...1_000_000_000, "--iterations")
+        try checkRange(payload, 0...(1 << 30), "--payload", unit: "bytes")
+        try checkRange(runs, 1...1_000, "--runs")
+        // Fail before measuring, not after, when the output cannot be written.
+        if let json { try checkWritable(file: json) }
     }
 
     func run() async throws {
@@ -127,7 +129,7 @@ struct Micro: AsyncParsableCommand {
         }
         if let json {
             let data = try JSONSerialization.data(withJSONObject: figures, options: [.prettyPrinted, .sortedKeys])
-            try data.write(to: URL(fileURLWithPath: json))
+            try writeOutput(data, to: json)
         }
     }
 

@@ -37,9 +37,11 @@ struct Workload: AsyncParsableCommand {
     var slowMs: Double = 50
 
     func validate() throws {
-        guard rounds > 0, children > 0, updatersPerChild >= 0, updatersPerParent >= 0 else {
-            throw ValidationError("--rounds and --children must be positive, the updater counts not negative")
-        }
+        try checkRange(rounds, 1...10_000_000, "--rounds")
+        try checkRange(children, 1...1_000, "--children")
+        try checkRange(updatersPerChild, 0...100_000, "--updaters-per-child")
+        try checkRange(updatersPerParent, 0...100_000, "--updaters-per-parent")
+        try checkRange(waitForSession, 0...3_600, "--wait-for-session", unit: "s")
         if let childBudgetMs, !(childBudgetMs.isFinite && childBudgetMs > 0 && childBudgetMs <= 3_600_000) {
             throw ValidationError("--child-budget-ms must be a positive number of milliseconds up to an hour (got \(childBudgetMs))")
         }

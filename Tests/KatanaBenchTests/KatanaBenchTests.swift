@@ -328,3 +328,19 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(reversed.status == 2 && reversed.err.contains("missing from the baseline"), "\(reversed.err)")
     }
 }
+
+/// `micro` and `workload` check their numbers and outputs before running, as `run` does.
+@Suite struct OtherCommandsCheckTheirInputFirst {
+    @Test(arguments: [
+        (["micro", "--iterations", "1e20"], "--iterations"), (["micro", "--runs", "0"], "--runs"),
+        (["micro", "--payload", "100000000000"], "--payload"), (["micro", "--json", "/nonexistent-dir/x.json"], "/nonexistent-dir"),
+        (["workload", "--rounds", "0"], "--rounds"), (["workload", "--children", "100000"], "--children"),
+        (["workload", "--wait-for-session", "inf"], "--wait-for-session"), (["workload", "--child-budget-ms", "-1"], "--child-budget-ms"),
+    ] as [([String], String)])
+    func badNumbersAndOutputsFailAtOnce(_ arguments: [String], mention: String) throws {
+        let outcome = try bench(arguments)
+        #expect(outcome.status == 2, "\(arguments): \(outcome.status)")
+        #expect(outcome.err.contains(mention), "\(arguments): \(outcome.err.prefix(300))")
+        #expect(outcome.out.isEmpty, "\(arguments) measured before refusing: \(outcome.out.prefix(200))")
+    }
+}
