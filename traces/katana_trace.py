@@ -470,6 +470,16 @@ def check(reader):
         if seen[0]["parent_id"] != seen[1]["parent_id"]:
             problems.append(f"id {dispatch_id}: parent_id differs between enqueue and begin")
 
+    def pair(table, label, id_field, event, begins):
+        """Transitions and intervals: a begin and an end per id, in that order."""
+        key = (event.get("vpid"), event[id_field])
+        t = table.setdefault(key, {"id": event[id_field], "name": event["name"]})
+        t["begin" if begins else "end"] = event["ts"]
+        if "begin" in t and "end" in t:
+            if t["end"] < t["begin"]:
+                problems.append(f"{label} {t['id']} ({t['name']}): ends before it begins")
+            del table[key]
+
     for event in reader:
         name = event["event"]
         if name in rank:
@@ -483,27 +493,14 @@ def check(reader):
             if len(events) == 3:
                 finish(key, open_.pop(key))
         elif name in ("interval_begin", "interval_end"):
-            key = (event.get("vpid"), event["interval_id"])
-            t = intervals.setdefault(key, {"id": event["interval_id"], "name": event["name"]})
-            t["begin" if name == "interval_begin" else "end"] = event["ts"]
-            if "begin" in t and "end" in t:
-                if t["end"] < t["begin"]:
-                    problems.append(f"interval {t['id']} ({t['name']}): ends before it begins")
-                del intervals[key]
+            pair(intervals, "interval", "interval_id", event, name == "interval_begin")
         elif name in ("transition_begin", "transition_end"):
-            key = (event.get("vpid"), event["transition_id"])
-            t = transitions.setdefault(key, {"id": event["transition_id"], "name": event["name"]})
-            t["begin" if name == "transition_begin" else "end"] = event["ts"]
-            if "begin" in t and "end" in t:
-                if t["end"] < t["begin"]:
-                    problems.append(f"transition {t['id']} ({t['name']}): ends before it begins")
-                del transitions[key]
+            pair(transitions, "transition", "transition_id", event, name == "transition_begin")
     for key, events in open_.items():
         finish(key, events)
-    for t in transitions.values():
-        problems.append(f"transition {t['id']} ({t['name']}): has {'begin' if 'begin' in t else 'end'} only")
-    for t in intervals.values():
-        problems.append(f"interval {t['id']} ({t['name']}): has {'begin' if 'begin' in t else 'end'} only")
+    for label, table in (("transition", transitions), ("interval", intervals)):
+        for t in table.values():
+            problems.append(f"{label} {t['id']} ({t['name']}): has {'begin' if 'begin' in t else 'end'} only")
     if reader.discarded:
         problems.insert(0, f"{reader.discarded} events were DISCARDED by the tracer, so some dispatches look "
                            f"incomplete: use a bigger channel (lttng enable-channel -u --subbuf-size=8M --num-subbuf=8)")
@@ -571,11 +568,7 @@ def analyze(reader, top=0, begin=None, end=None, min_duration=0):
     interval_stats = {}
 
     def on_interval(i):
-        if begin is not None and i["begin"] < state["origin"] + begin * 1e9:
-            return
-        if end is not None and i["begin"] > state["origin"] + end * 1e9:
-            return
-        if i["end"] - i["begin"] < min_duration:
+        if not keep(i):  # the same window and duration filter as dispatches
             return
         stats = interval_stats.setdefault(i["name"], {"count": 0, "outcomes": {}, "duration": Histogram(), "parents": {}})
         stats["count"] += 1
