@@ -78,6 +78,10 @@ static void katana_lttng_budget_exceeded(uint64_t id, uint8_t kind, const char *
         lttng_ust_do_tracepoint(katana, budget_exceeded, id, kind, name, budget_ns, actual_ns);
 }
 
+static int katana_lttng_intervals_enabled(void) {
+    return lttng_ust_tracepoint_enabled(katana, interval_begin) | lttng_ust_tracepoint_enabled(katana, interval_end);
+}
+
 static const struct katana_trace_provider provider = {
     .abi = KATANA_TRACE_PROVIDER_ABI,
     .name = "lttng-ust",
@@ -92,6 +96,7 @@ static const struct katana_trace_provider provider = {
     .interval_begin = katana_lttng_interval_begin,
     .interval_end = katana_lttng_interval_end,
     .budget_exceeded = katana_lttng_budget_exceeded,
+    .intervals_enabled = katana_lttng_intervals_enabled,
 };
 
 const struct katana_trace_provider *katana_lttng_provider(void) { return &provider; }

@@ -76,9 +76,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline final let updaterQueue: DispatchQueue
     @usableFromInline final let listenersAreInline: Bool
 
-    init(configuration: StoreConfiguration) {
+    init(configuration: StoreConfiguration, tracer: any TraceBackend) {
         self.configuration = configuration
-        self.tracer = configuration.traceBackend ?? KatanaTracing.backend
+        self.tracer = tracer
         self.budgets = configuration.latencyBudgets
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")

@@ -165,6 +165,17 @@ extension SideEffectContext {
     ///     let profile = try await context.interval("fetch profile") { try await api.profile(id) }
     @inlinable
     public func interval<T>(_ name: StaticString, _ body: () async throws -> T) async rethrows -> T {
-        try await traceInterval(name, parentID: parentID, backend: reference.tracer, body)
+        // The backend is asked through the reference (not copied here to live across `body`'s suspension points:
+        // copying an existential costs more than the whole disabled path), and `body` has one call site, so with
+        // nobody listening this inlines to one check around the body.
+        let id = reference.intervalBegin(name, parentID: parentID)
+        do {
+            let result = try await body()
+            if id != 0 { reference.intervalEnd(id, name, error: nil) }
+            return result
+        } catch {
+            if id != 0 { reference.intervalEnd(id, name, error: error) }
+            throw error
+        }
     }
 }

@@ -23,6 +23,10 @@ public struct NativeTraceBackend: TransitionTraceBackend, @unchecked Sendable {
     @inlinable
     public var isEnabled: Bool { provider.pointee.any_enabled() != 0 }
 
+    /// The provider's check for interval events, for callers that hold this backend as `any TraceBackend`: asked
+    /// directly, without the existential's projection and witness call, it keeps a user interval within a few ns.
+    package var intervalsEnabledCheck: @convention(c) () -> Int32 { provider.pointee.intervals_enabled }
+
     public func dispatchEnqueue(_ e: DispatchEnqueueEvent) {
         provider.pointee.dispatch_enqueue(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.queueDepth)
     }

@@ -18,7 +18,18 @@ public func traceInterval<T>(
         if id != 0 { backend.intervalEnd(intervalID: id, name: name, outcome: .ok) }
         return result
     } catch {
-        if id != 0 { backend.intervalEnd(intervalID: id, name: name, outcome: error is CancellationError ? .cancelled : .error) }
+        if id != 0 { backend.intervalEnd(intervalID: id, name: name, outcome: DispatchOutcome(intervalError: error)) }
         throw error
+    }
+}
+
+extension DispatchOutcome {
+    /// How an interval whose body ended with `error` (nil: returned) ends.
+    public init(intervalError error: (any Error)?) {
+        switch error {
+        case nil: self = .ok
+        case is CancellationError: self = .cancelled
+        default: self = .error
+        }
     }
 }

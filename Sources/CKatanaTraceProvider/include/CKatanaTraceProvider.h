@@ -18,7 +18,7 @@ extern "C" {
 #pragma clang assume_nonnull begin
 
 /* Bumped when the table's layout changes; the core ignores a provider of another version. */
-#define KATANA_TRACE_PROVIDER_ABI 3
+#define KATANA_TRACE_PROVIDER_ABI 4
 
 struct katana_trace_provider {
     uint32_t abi;                  /* KATANA_TRACE_PROVIDER_ABI */
@@ -37,6 +37,9 @@ struct katana_trace_provider {
     void (*interval_begin)(uint64_t interval_id, uint64_t parent_id, const char *name);
     void (*interval_end)(uint64_t interval_id, const char *name, uint8_t outcome);
     void (*budget_exceeded)(uint64_t id, uint8_t kind, const char *name, uint64_t budget_ns, uint64_t actual_ns);
+    /* Non-zero when interval_begin or interval_end is being recorded: the check a user interval makes, cheaper
+     * than any_enabled (two flags instead of every event's). */
+    int (*intervals_enabled)(void);
 };
 
 /* Makes `provider` (which must live for the whole process) this process's native provider. The first
