@@ -3,7 +3,9 @@ import Histogram
 
 /// A run's figures, as written by `--json` and read by `compare`. Latencies are in nanoseconds.
 struct BenchResult: Codable, Equatable {
-    static let currentSchema = "katana-bench/1"
+    static let currentSchema = "katana-bench/2"
+    /// Schemas `compare` reads: /1 (one run, no `repetitions`) and /2.
+    static let readableSchemas = ["katana-bench/1", currentSchema]
 
     var schema = BenchResult.currentSchema
     var scenario: String
@@ -13,7 +15,23 @@ struct BenchResult: Codable, Equatable {
     var throughput: [String: Double]
     var parallelism: Parallelism
     var harness: Harness
+    /// Latency summaries over every repetition's samples (with `--repeat 1`, the one run's).
     var metrics: [String: MetricSummary]
+    /// Each repetition's own figures, in run order (`--repeat N`): what `compare` tests for significance. Absent in
+    /// katana-bench/1 results, which are one repetition: the top-level figures.
+    var repetitions: [Repetition]? = nil
+
+    /// One measured repetition: a fresh store, its warm-up, its measured phase.
+    struct Repetition: Codable, Equatable {
+        var durationSeconds: Double
+        var throughput: [String: Double]
+        var metrics: [String: MetricSummary]
+    }
+
+    /// The figures `compare` tests: one per repetition.
+    var samples: [Repetition] {
+        repetitions ?? [Repetition(durationSeconds: durationSeconds, throughput: throughput, metrics: metrics)]
+    }
 
     struct Parallelism: Codable, Equatable {
         var mean: Double
@@ -144,6 +162,13 @@ enum Report {
         if result.parallelism.max > 0 {
             lines.append(String(format: "parallelism (side effects in flight at body start): mean %.2f, max %llu",
                                 result.parallelism.mean, result.parallelism.max))
+        }
+        if let repetitions = result.repetitions, repetitions.count > 1 {
+            let rates = repetitions.compactMap { $0.throughput["top_level_per_second"] }.sorted()
+            if let low = rates.first, let high = rates.last {
+                lines.append(String(format: "%d repetitions (latencies above: all samples; throughput: median), top-level/s per repetition %.0f to %.0f",
+                                    repetitions.count, low, high))
+            }
         }
         lines.append(String(format: "harness: %.1f ns per recorded sample (clock read + histogram record)", result.harness.sampleCostNanoseconds))
         return lines.joined(separator: "\n")

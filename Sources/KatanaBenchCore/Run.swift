@@ -78,6 +78,8 @@ struct Run: AsyncParsableCommand {
     var stallMs: Double = 50
     @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none.")
     var traceBackend: Micro.Backend = .default
+    @Option(name: .customLong("repeat"), help: "Independent repetitions (each a fresh store, warm-up and measured phase); --json keeps each one's figures so `compare` can test significance (use 5 or more).")
+    var repetitions: Int = 1
     @Option(help: "Write all figures, parameters and environment as JSON to this file.")
     var json: String?
     @Option(help: "Write HdrHistogram percentile-distribution (.hgrm) files into this directory.")
@@ -108,6 +110,7 @@ struct Run: AsyncParsableCommand {
         if let stallEvery { try checkRange(stallEvery, 0.001...3_600, "--stall-every", unit: "s") }
         try checkRange(listeners, 0...10_000, "--listeners")
         try checkRange(payload, 0...(1 << 30), "--payload", unit: "bytes")
+        try checkRange(repetitions, 1...1_000, "--repeat")
         // Fail before the run, not after it, when an output cannot be written.
         for path in [json, plot].compactMap({ $0 }) { try checkWritable(file: path) }
         if let hgrm { try checkWritable(directory: hgrm) }
@@ -123,7 +126,7 @@ struct Run: AsyncParsableCommand {
             }
         }
         defer { recording?.destroy() }
-        let (result, histograms) = try await execute()
+        let (result, histograms) = try await repeated()
         if let recording {
             try recording.stop()
             FileHandle.standardError.write(Data("trace: \(recording.directory)\n".utf8))
@@ -142,6 +145,34 @@ struct Run: AsyncParsableCommand {
             throw ValidationError("could not write the output: \(error.localizedDescription)")
         }
     }
+
+    /// `--repeat N` runs, combined: latencies over every sample, throughput the median repetition's, each
+    /// repetition's figures kept for `compare`.
+    func repeated() async throws -> (BenchResult, [Metric: LatencyHistogram]) {
+        var runs: [BenchResult] = []
+        var histograms: [Metric: LatencyHistogram] = [:]
+        for index in 0..<repetitions {
+            if repetitions > 1, isatty(STDERR_FILENO) == 1 {
+                FileHandle.standardError.write(Data("repetition \(index + 1) of \(repetitions)\n".utf8))
+            }
+            let (result, own) = try await execute()
+            runs.append(result)
+            for (metric, histogram) in own { histograms[metric, default: makeHistogram()].add(histogram) }
+        }
+        var combined = runs[0]
+        combined.repetitions = runs.map { Repetition(durationSeconds: $0.durationSeconds, throughput: $0.throughput, metrics: $0.metrics) }
+        guard runs.count > 1 else { return (combined, histograms) }
+        combined.durationSeconds = runs.reduce(0) { $0 + $1.durationSeconds }
+        combined.throughput = Dictionary(uniqueKeysWithValues: runs[0].throughput.keys.map { key in
+            (key, median(runs.compactMap { $0.throughput[key] }))
+        })
+        combined.parallelism = .init(mean: runs.reduce(0) { $0 + $1.parallelism.mean } / Double(runs.count),
+                                     max: runs.map(\.parallelism.max).max() ?? 0)
+        combined.metrics = histograms.reduce(into: [:]) { $0[$1.key.rawValue] = MetricSummary($1.value) }
+        return (combined, histograms)
+    }
+
+    typealias Repetition = BenchResult.Repetition
 
     func execute() async throws -> (BenchResult, [Metric: LatencyHistogram]) {
         let recorders = Recorders()
@@ -420,18 +451,22 @@ func writeOutput(_ data: Data, to path: String) throws {
         FileHandle.standardOutput.write(data)
         return
     }
-    let target = URL(fileURLWithPath: path).resolvingSymlinksInPath()
-    if let type = try? FileManager.default.attributesOfItem(atPath: target.path)[.type] as? FileAttributeType, type != .typeRegular {
+    if let type = existingType(of: path), type != .typeRegular {
         throw ValidationError("cannot write \(path): it exists and is not a regular file")
     }
-    try data.write(to: target, options: .atomic)
+    try data.write(to: URL(fileURLWithPath: path).resolvingSymlinksInPath(), options: .atomic)
+}
+
+/// The type of what `path` names, symbolic links followed; nil when nothing is there.
+func existingType(of path: String) -> FileAttributeType? {
+    let target = URL(fileURLWithPath: path).resolvingSymlinksInPath()
+    return try? FileManager.default.attributesOfItem(atPath: target.path)[.type] as? FileAttributeType
 }
 
 func checkWritable(file path: String) throws {
     if path == "-" { return }
     let url = URL(fileURLWithPath: path).resolvingSymlinksInPath()
-    if let type = try? FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType,
-       type != .typeRegular, type != .typeDirectory {
+    if let type = existingType(of: path), type != .typeRegular, type != .typeDirectory {
         throw ValidationError("cannot write \(path): it exists and is not a regular file")
     }
     let directory = url.deletingLastPathComponent().path
