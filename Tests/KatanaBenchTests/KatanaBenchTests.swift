@@ -344,3 +344,157 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(outcome.out.isEmpty, "\(arguments) measured before refusing: \(outcome.out.prefix(200))")
     }
 }
+
+@Suite struct MannWhitneyTests {
+    @Test func fullySeparatedSamplesGetTheSmallestPossiblePInTheirDirectionOnly() {
+        let low: [Double] = [1, 2, 3, 4, 5], high: [Double] = [6, 7, 8, 9, 10]
+        // One split of the 252 puts all five highest ranks on one side.
+        #expect(abs(MannWhitney.pGreater(high, than: low) - 1.0 / 252) < 1e-12)
+        #expect(MannWhitney.pGreater(low, than: high) == 1)
+        #expect(abs(MannWhitney.smallestP(5, 5) - 1.0 / 252) < 1e-12)
+        #expect(MannWhitney.smallestP(3, 3) >= 0.05, "3 vs 3 can never reach 0.05: compare must fall back to thresholds")
+    }
+
+    @Test func identicalOrInterleavedSamplesAreNotSignificant() {
+        #expect(MannWhitney.pGreater([5, 5, 5, 5, 5], than: [5, 5, 5, 5, 5]) == 1)
+        let p = MannWhitney.pGreater([1, 4, 5, 8, 9], than: [2, 3, 6, 7, 10])
+        #expect(p > 0.3 && p < 0.7, "\(p)")
+    }
+
+    @Test func tiesShareMidranks() {
+        #expect(MannWhitney.midranks([10, 20, 20, 30]) == [1, 2.5, 2.5, 4])
+    }
+
+    @Test func theNormalApproximationAgreesWithTheExactTestWhereBothApply() {
+        // 12 vs 12: 2.7M splits, so the approximation; the same shift on 8 vs 8 (12,870 splits) is exact.
+        let a = (0..<12).map { Double($0) }, b = (0..<12).map { Double($0) + 4.5 }
+        let approximate = MannWhitney.pGreater(b, than: a)
+        #expect(approximate < 0.05 && approximate > 0.0001, "\(approximate)")
+        let exact = MannWhitney.pGreater(Array(b.prefix(8)), than: Array(a.prefix(8)))
+        let exactSmaller = MannWhitney.pGreater(Array(a.prefix(8)), than: Array(b.prefix(8)))
+        #expect(exact < 0.05 && exactSmaller > 0.95, "\(exact) \(exactSmaller)")
+    }
+}
+
+/// A result of several repetitions, one p99 and throughput per repetition.
+func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [String: String] = ["workers": "1", "loop": "closed"]) -> BenchResult {
+    let runs = p99s.enumerated().map { index, p99 in
+        var one = result(p99: p99, throughput: throughputs?[index] ?? 1_000)
+        one.parameters = parameters
+        return one
+    }
+    var combined = runs[0]
+    combined.repetitions = runs.map { .init(durationSeconds: $0.durationSeconds, throughput: $0.throughput, metrics: $0.metrics) }
+    return combined
+}
+
+@Suite struct NoiseAwareCompareTests {
+    func compare(_ base: BenchResult, _ current: BenchResult, _ extra: [String] = []) throws -> (status: Int32, out: String, err: String) {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = directory.appendingPathComponent("a.json").path, b = directory.appendingPathComponent("b.json").path
+        try Report.writeJSON(base, to: a)
+        try Report.writeJSON(current, to: b)
+        return try bench(["compare", a, b] + extra)
+    }
+
+    @Test func aConsistentSlowdownBeyondTheThresholdIsARegression() throws {
+        let outcome = try compare(repeatedResult(p99s: [100_000, 104_000, 97_000, 101_000, 99_000]),
+                                  repeatedResult(p99s: [131_000, 127_000, 135_000, 129_000, 133_000]))
+        #expect(outcome.status == 1, "\(outcome.out)\(outcome.err)")
+        let row = outcome.out.split(separator: "\n").first { $0.hasPrefix("side_effect.end_to_end.p99") } ?? ""
+        #expect(row.contains("REGRESSION") && row.contains("0.004"), "\(row)")
+    }
+
+    @Test func aMedianShiftThatTheNoiseExplainsIsNotSignificant() throws {
+        // Medians 100 µs vs 200 µs, but the repetitions interleave: the test does not call it.
+        let outcome = try compare(repeatedResult(p99s: [100_000, 200_000, 100_000, 210_000, 90_000]),
+                                  repeatedResult(p99s: [200_000, 100_000, 220_000, 95_000, 205_000]))
+        #expect(outcome.status == 0, "\(outcome.out)")
+        #expect(outcome.out.contains("not significant"))
+    }
+
+    @Test func singleRunsFallBackToThresholdsAndSaySo() throws {
+        let outcome = try compare(result(p99: 100_000, throughput: 1_000), result(p99: 150_000, throughput: 1_000))
+        #expect(outcome.status == 1)
+        #expect(outcome.out.contains("1 vs 1 repetitions") && outcome.out.contains("thresholds alone decide"), "\(outcome.out)")
+    }
+
+    @Test func perMetricThresholdsOverrideTheDefault() throws {
+        let base = repeatedResult(p99s: [100_000, 101_000, 99_000, 100_500, 99_500])
+        let slower = repeatedResult(p99s: [120_000, 121_000, 119_000, 120_500, 119_500])
+        #expect(try compare(base, slower).status == 1)
+        #expect(try compare(base, slower, ["--threshold", "side_effect.end_to_end.p99=30%"]).status == 0)
+        #expect(try compare(base, slower, ["--threshold", "50", "--threshold", "side_effect.end_to_end.p99=5%"]).status == 1)
+        let unknown = try compare(base, slower, ["--threshold", "no.such.metric=5%"])
+        #expect(unknown.status == 2 && unknown.err.contains("no.such.metric"), "\(unknown.err)")
+    }
+
+    @Test func differentParametersAreRefusedUnlessAllowed() throws {
+        let base = repeatedResult(p99s: [100_000, 101_000, 99_000, 100_500, 99_500])
+        var other = repeatedResult(p99s: [100_000, 101_000, 99_000, 100_500, 99_500], parameters: ["workers": "8", "loop": "closed"])
+        let refused = try compare(base, other)
+        #expect(refused.status == 2 && refused.err.contains("workers 1 vs 8"), "\(refused.err)")
+        let allowed = try compare(base, other, ["--allow-different-parameters"])
+        #expect(allowed.status == 0 && allowed.out.contains("Parameters differ (allowed): workers 1 vs 8"), "\(allowed.out)")
+        other.parameters = base.parameters
+        other.environment.buildConfiguration = base.environment.buildConfiguration == "debug" ? "release" : "debug"
+        #expect(try compare(base, other).status == 2, "a debug build is not compared with a release build silently")
+    }
+
+    @Test func markdownIsATableForAPullRequest() throws {
+        let outcome = try compare(repeatedResult(p99s: [100_000, 104_000, 97_000, 101_000, 99_000]),
+                                  repeatedResult(p99s: [131_000, 127_000, 135_000, 129_000, 133_000]), ["--format", "markdown"])
+        #expect(outcome.status == 1)
+        let lines = outcome.out.split(separator: "\n").map(String.init)
+        #expect(lines.first == "### katana-bench compare: **1 regression**", "\(lines.first ?? "")")
+        #expect(lines.contains("| metric | baseline | current | change | threshold | p | verdict |"))
+        #expect(lines.contains { $0.hasPrefix("| `side_effect.end_to_end.p99` |") && $0.hasSuffix("| **REGRESSION** |") }, "\(outcome.out)")
+    }
+
+    @Test func aVersionOneResultIsOneRepetition() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var old = result(p99: 100_000, throughput: 1_000)
+        old.schema = "katana-bench/1"
+        let a = directory.appendingPathComponent("old.json").path
+        try Report.writeJSON(old, to: a)
+        #expect(!(try String(contentsOfFile: a, encoding: .utf8)).contains("repetitions"))
+        let outcome = try bench(["compare", a, a])
+        #expect(outcome.status == 0 && outcome.out.contains("1 vs 1 repetitions"), "\(outcome.out)\(outcome.err)")
+    }
+
+    @Test func hostileInputsAreOneLineAndExitTwo() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let good = directory.appendingPathComponent("good.json").path
+        try Report.writeJSON(result(p99: 100_000, throughput: 1_000), to: good)
+        var text = try String(contentsOfFile: good, encoding: .utf8)
+        text = text.replacingOccurrences(of: "\"count\" : 100", with: "\"count\" : -100")
+        let negative = directory.appendingPathComponent("negative.json").path
+        try text.write(toFile: negative, atomically: true, encoding: .utf8)
+        let fifo = directory.appendingPathComponent("fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        for (input, message) in [(negative, "metrics.side_effect.end_to_end.count is negative"), (directory.path, "is a directory"),
+                                 (fifo, "not a regular file"), (directory.appendingPathComponent("none").path, "no such file")] {
+            let outcome = try bench(["compare", good, input])
+            #expect(outcome.status == 2, "\(input): \(outcome.status)")
+            #expect(outcome.err.contains(message) && outcome.err.split(separator: "\n").count == 1, "\(outcome.err)")
+        }
+    }
+}
+
+@Suite struct RepeatTests {
+    @Test func eachRepetitionIsKeptAndTheLatenciesCoverThemAll() throws {
+        let outcome = try bench(["run", "-s", "updaters", "--producers", "2", "--count", "300", "--warmup", "0",
+                                 "--repeat", "3", "--trace-backend", "none", "--json", "-"])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        let result = try JSONDecoder().decode(BenchResult.self, from: Data(outcome.out.utf8))
+        let repetitions = try #require(result.repetitions)
+        #expect(repetitions.count == 3)
+        #expect(repetitions.allSatisfy { $0.metrics["updater.end_to_end"]?.count == 300 })
+        #expect(result.metrics["updater.end_to_end"]?.count == 900)
+        #expect(outcome.err.contains("3 repetitions"))
+        #expect(try bench(["run", "--repeat", "0"]).status == 2)
+    }
+}
