@@ -28,8 +28,11 @@ final class LTTngRecording {
     func destroy() {
         guard created else { return }
         created = false
-        _ = try? Self.lttng(["destroy", name])
+        Self.destroy(session: name)
     }
+
+    /// Destroys a session by name (also from a signal handler's queue, on a second Ctrl-C).
+    static func destroy(session: String) { _ = try? lttng(["destroy", session]) }
 
     deinit { destroy() }
 

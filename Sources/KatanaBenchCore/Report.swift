@@ -20,6 +20,8 @@ struct BenchResult: Codable, Equatable {
     /// Each repetition's own figures, in run order (`--repeat N`): what `compare` tests for significance. Absent in
     /// katana-bench/1 results, which are one repetition: the top-level figures.
     var repetitions: [Repetition]? = nil
+    /// Ctrl-C stopped the run before its end: the figures cover what was measured until then.
+    var interrupted: Bool? = nil
 
     /// One measured repetition: a fresh store, its warm-up, its measured phase.
     struct Repetition: Codable, Equatable {
@@ -134,6 +136,7 @@ enum Report {
         lines.append("katana-bench \(result.scenario): \(p["workers"] ?? "?") workers, \(p["loop"] ?? "?") loop"
             + (p["rate_per_s"].map { " at \($0)/s" } ?? "")
             + String(format: ", %.2f s measured (%@ build, %d CPUs)", result.durationSeconds, result.environment.buildConfiguration, result.environment.cpus))
+        if result.interrupted == true { lines.append("INTERRUPTED (Ctrl-C): the figures cover what was measured until then") }
         lines.append("")
         let columns = ["metric", "count", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max"]
         var rows: [[String]] = []

@@ -117,6 +117,7 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
+        Interruption.shared.install()
         var recording: LTTngRecording?
         if let traceDirectory {
             do {
@@ -126,6 +127,10 @@ struct Run: AsyncParsableCommand {
             }
         }
         defer { recording?.destroy() }
+        if let recording {
+            let name = recording.name
+            Interruption.shared.onImmediateExit { LTTngRecording.destroy(session: name) }
+        }
         let (result, histograms) = try await repeated()
         if let recording {
             try recording.stop()
@@ -137,6 +142,11 @@ struct Run: AsyncParsableCommand {
         } else {
             print(Report.table(result))
         }
+        if let rate, let achieved = result.throughput["top_level_per_second"], achieved < rate * 0.9, !Interruption.shared.requested {
+            FileHandle.standardError.write(Data(String(
+                format: "katana-bench: warning: --rate asked for %.0f/s and the run achieved %.0f/s (%.0f%%): the machine could not keep up, so latencies include the growing backlog\n",
+                rate, achieved, achieved / rate * 100).utf8))
+        }
         do {
             if let json { try Report.writeJSON(result, to: json) }
             if let hgrm { try Report.writeHgrm(histograms, to: hgrm) }
@@ -144,6 +154,7 @@ struct Run: AsyncParsableCommand {
         } catch {
             throw ValidationError("could not write the output: \(error.localizedDescription)")
         }
+        if Interruption.shared.requested { throw ExitCode(130) }
     }
 
     /// `--repeat N` runs, combined: latencies over every sample, throughput the median repetition's, each
@@ -158,6 +169,7 @@ struct Run: AsyncParsableCommand {
             let (result, own) = try await execute()
             runs.append(result)
             for (metric, histogram) in own { histograms[metric, default: makeHistogram()].add(histogram) }
+            if Interruption.shared.requested { break }
         }
         var combined = runs[0]
         combined.repetitions = runs.map { Repetition(durationSeconds: $0.durationSeconds, throughput: $0.throughput, metrics: $0.metrics) }
@@ -220,6 +232,7 @@ struct Run: AsyncParsableCommand {
         recorders.setRecording(false)
         progress.finish()
         let updatersApplied = store.state.counter - startCounter
+        let interrupted = Interruption.shared.requested
 
         let merged = recorders.merged()
         let result = BenchResult(
@@ -233,7 +246,8 @@ struct Run: AsyncParsableCommand {
             ].merging(flood == nil ? [:] : ["flood_dispatches_per_second": Double(flooded) / elapsed]) { a, _ in a },
             parallelism: .init(mean: merged.parallelismMean, max: merged.parallelismMax),
             harness: .init(sampleCostNanoseconds: Report.measureSampleCost()),
-            metrics: merged.histograms.reduce(into: [:]) { $0[$1.key.rawValue] = MetricSummary($1.value) }
+            metrics: merged.histograms.reduce(into: [:]) { $0[$1.key.rawValue] = MetricSummary($1.value) },
+            interrupted: interrupted ? true : nil
         )
         return (result, merged.histograms)
     }
@@ -260,7 +274,7 @@ struct Run: AsyncParsableCommand {
                     var sent = 0
                     // Stagger open-loop workers so they are not all due at once.
                     var due = begin + (interval.map { $0 / UInt64(workers) * UInt64(worker) } ?? 0)
-                    while true {
+                    while !Interruption.shared.requested {
                         if let perWorker, sent >= perWorker { break }
                         var now = nowNanoseconds()
                         if let end, now >= end { break }

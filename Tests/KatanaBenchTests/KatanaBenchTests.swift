@@ -498,3 +498,36 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         #expect(try bench(["run", "--repeat", "0"]).status == 2)
     }
 }
+
+@Suite struct InterruptionTests {
+    /// Ctrl-C mid-run: what was measured is printed and written (marked interrupted), and the exit status is 130 —
+    /// not a silent death with nothing to show for the run.
+    @Test func ctrlCReportsWhatWasMeasuredAndExits130() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let json = directory.appendingPathComponent("partial.json").path
+        let started = Date()
+        let outcome = try runProcess(katanaBench, ["run", "-s", "updaters", "--duration", "600", "--warmup", "0",
+                                                   "--repeat", "3", "--trace-backend", "none", "--json", json],
+                                     whileRunning: { interruptWhenHandled($0, after: 1) })
+        #expect(Date().timeIntervalSince(started) < 300, "the run did not stop at Ctrl-C")
+        #expect(outcome.status == 130, "\(outcome.status): \(outcome.err)")
+        #expect(outcome.out.contains("INTERRUPTED (Ctrl-C)") && outcome.out.contains("updater.end_to_end"), "\(outcome.out)")
+        #expect(outcome.err.contains("interrupted: finishing the items in hand"))
+        let result = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: json)))
+        #expect(result.interrupted == true)
+        #expect(result.repetitions?.count == 1, "the remaining repetitions are skipped")
+        #expect((result.metrics["updater.end_to_end"]?.count ?? 0) > 0)
+        #expect(result.durationSeconds < 600)
+    }
+
+    @Test func anOpenLoopBelowItsRateSaysSo() throws {
+        // Every updater spins 1 ms, so one lane cannot apply more than ~1,000/s: 100,000/s is out of reach.
+        let outcome = try bench(["run", "-s", "updaters", "--rate", "100000", "--duration", "0.5", "--warmup", "0",
+                                 "--updater-spin-us", "1000", "--trace-backend", "none"])
+        #expect(outcome.status == 0, "\(outcome.err)")
+        #expect(outcome.err.contains("warning: --rate asked for 100000/s and the run achieved"), "\(outcome.err)")
+        let met = try bench(["run", "-s", "updaters", "--rate", "200", "--duration", "0.5", "--warmup", "0", "--trace-backend", "none"])
+        #expect(met.status == 0 && !met.err.contains("warning"), "\(met.err)")
+    }
+}

@@ -5,7 +5,8 @@ import Foundation
 /// exit status and output. Standard error is read on another thread while standard output is read here, so a
 /// child that fills one pipe while the other is being read cannot stall.
 @discardableResult
-public func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws
+public func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
+                       whileRunning: (@Sendable (pid_t) -> Void)? = nil) throws
     -> (status: Int32, out: String, err: String) {
     let process = Process()
     process.executableURL = executable
@@ -16,6 +17,10 @@ public func runProcess(_ executable: URL, _ arguments: [String], environment: [S
     process.standardOutput = out
     process.standardError = err
     try process.run()
+    if let whileRunning {
+        let pid = process.processIdentifier
+        Thread { whileRunning(pid) }.start()
+    }
     let errors = CollectedData()
     let errorsRead = DispatchSemaphore(value: 0)
     Thread {
@@ -54,4 +59,22 @@ public func readProcFile(_ path: String) -> String? {
     defer { try? handle.close() }
     guard let data = try? handle.readToEnd() else { return nil }
     return String(decoding: data, as: UTF8.self)
+}
+
+/// Sends `pid` SIGINT once it has taken SIGINT over (its signal disposition is "ignore", as a process that hands
+/// the signal to a dispatch source sets it) and `delay` seconds have passed since: a test interrupts a command
+/// mid-run, never before it can handle the signal. Gives up after `timeout` seconds.
+public func interruptWhenHandled(_ pid: pid_t, after delay: Double, timeout: Double = 120) {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigIgn:") }) else { return }
+        let mask = UInt64(line.dropFirst("SigIgn:".count).trimmingCharacters(in: .whitespaces), radix: 16) ?? 0
+        if mask & (1 << (UInt64(SIGINT) - 1)) != 0 {
+            Thread.sleep(forTimeInterval: delay)
+            kill(pid, SIGINT)
+            return
+        }
+        Thread.sleep(forTimeInterval: 0.02)
+    }
 }
