@@ -178,7 +178,7 @@ struct Compare: ParsableCommand {
 
     /// The parameters two results differ in (workload parameters, build configuration, CPU count).
     static func differences(_ base: BenchResult, _ cur: BenchResult) -> [String] {
-        var a = base.parameters, b = cur.parameters
+        var a = base.parameters.mapValues(\.description), b = cur.parameters.mapValues(\.description)
         a["build"] = base.environment.buildConfiguration
         b["build"] = cur.environment.buildConfiguration
         a["cpus"] = "\(base.environment.cpus)"

@@ -9,7 +9,7 @@ public struct KatanaBench: AsyncParsableCommand {
         commandName: "katana-bench",
         abstract: "Stress a Katana Store and report latency histograms.",
         version: "katana-bench \(KatanaBench.version) (tracing provider: \(LinkedLTTng.backend == nil ? "none linked" : "lttng-ust"))",
-        subcommands: [Run.self, Compare.self, Micro.self, Workload.self],
+        subcommands: [Run.self, Compare.self, Merge.self, Micro.self, Workload.self],
         defaultSubcommand: Run.self
     )
 

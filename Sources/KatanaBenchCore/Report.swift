@@ -9,7 +9,7 @@ struct BenchResult: Codable, Equatable {
 
     var schema = BenchResult.currentSchema
     var scenario: String
-    var parameters: [String: String]
+    var parameters: [String: Parameter]
     var environment: Environment
     var durationSeconds: Double
     var throughput: [String: Double]
@@ -17,6 +17,11 @@ struct BenchResult: Codable, Equatable {
     var harness: Harness
     /// Latency summaries over every repetition's samples (with `--repeat 1`, the one run's).
     var metrics: [String: MetricSummary]
+    /// When, where and how the run was made (absent in katana-bench/1 results).
+    var context: Context? = nil
+    /// Every metric's histogram over all repetitions, in HdrHistogram's compressed V2 encoding (base64): `merge`
+    /// and other HdrHistogram tools re-percentile them. Absent in katana-bench/1 results.
+    var histograms: [String: String]? = nil
     /// Each repetition's own figures, in run order (`--repeat N`): what `compare` tests for significance. Absent in
     /// katana-bench/1 results, which are one repetition: the top-level figures.
     var repetitions: [Repetition]? = nil
@@ -28,11 +33,86 @@ struct BenchResult: Codable, Equatable {
         var durationSeconds: Double
         var throughput: [String: Double]
         var metrics: [String: MetricSummary]
+        /// This repetition's histograms, encoded as the result's `histograms` are.
+        var histograms: [String: String]? = nil
+    }
+
+    /// A parameter's value as typed (a number is a JSON number); two values are the same parameter value when
+    /// they print the same, so a katana-bench/1 result's strings ("8") match a typed 8.
+    enum Parameter: Codable, Equatable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
+        case integer(Int), number(Double), text(String)
+
+        init(stringLiteral value: String) { self = .text(value) }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let value = try? container.decode(Int.self) { self = .integer(value) }
+            else if let value = try? container.decode(Double.self) { self = .number(value) }
+            else { self = .text(try container.decode(String.self)) }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case let .integer(value): try container.encode(value)
+            case let .number(value): try container.encode(value)
+            case let .text(value): try container.encode(value)
+            }
+        }
+
+        var description: String {
+            switch self {
+            case let .integer(value): "\(value)"
+            case let .number(value): "\(value)"
+            case let .text(value): value
+            }
+        }
+
+        static func == (a: Parameter, b: Parameter) -> Bool { a.description == b.description }
+        func hash(into hasher: inout Hasher) { hasher.combine(description) }
+    }
+
+    /// The run's context, for whoever reads the result later.
+    struct Context: Codable, Equatable {
+        /// ISO 8601, UTC, when the run started.
+        var date: String
+        /// `git rev-parse HEAD` in the working directory, when it is in a repository.
+        var gitCommit: String?
+        var cpuModel: String?
+        /// 1, 5 and 15 minute load averages when the run started (a busy machine explains a slow run).
+        var loadAverage: [Double]
+        var commandLine: [String]
+
+        static func current() -> Context {
+            var loads = [Double](repeating: 0, count: 3)
+            let read = getloadavg(&loads, 3)
+            let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+                .split(separator: "\n").first { $0.hasPrefix("model name") }?
+                .split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) }
+            return Context(date: ISO8601DateFormatter().string(from: Date()), gitCommit: gitCommit(), cpuModel: cpu,
+                           loadAverage: read == 3 ? loads : [], commandLine: CommandLine.arguments)
+        }
+
+        /// The commit checked out in the working directory, if git is installed and it is a repository.
+        static func gitCommit() -> String? {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["git", "rev-parse", "--verify", "--quiet", "HEAD"]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            process.standardInput = FileHandle.nullDevice
+            guard (try? process.run()) != nil else { return nil }
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            let commit = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            return process.terminationStatus == 0 && commit.count == 40 ? commit : nil
+        }
     }
 
     /// The figures `compare` tests: one per repetition.
     var samples: [Repetition] {
-        repetitions ?? [Repetition(durationSeconds: durationSeconds, throughput: throughput, metrics: metrics)]
+        repetitions ?? [Repetition(durationSeconds: durationSeconds, throughput: throughput, metrics: metrics, histograms: histograms)]
     }
 
     struct Parallelism: Codable, Equatable {
@@ -130,6 +210,20 @@ enum Report {
         }
     }
 
+    /// The run in one line, for the chart: workers, loop, time measured, repetitions, build, CPUs.
+    static func subtitle(_ result: BenchResult) -> String {
+        let p = result.parameters
+        var parts = ["\(p["workers"] ?? "?") workers", "\(p["loop"] ?? "?") loop" + (p["rate_per_s"].map { " at \($0)/s" } ?? "")]
+        parts.append(String(format: "%.2f s measured", result.durationSeconds))
+        if let repetitions = result.repetitions, repetitions.count > 1 { parts.append("\(repetitions.count) repetitions") }
+        for (key, label) in [("spin_us", "µs spin"), ("sleep_us", "µs sleep"), ("updater_spin_us", "µs updater spin")] {
+            if let value = p[key], value != .number(0) { parts.append("\(value) \(label)") }
+        }
+        parts.append("\(result.environment.buildConfiguration) build, \(result.environment.cpus) CPUs")
+        if result.interrupted == true { parts.append("INTERRUPTED") }
+        return parts.joined(separator: " · ")
+    }
+
     static func table(_ result: BenchResult) -> String {
         var lines: [String] = []
         let p = result.parameters
@@ -159,8 +253,8 @@ enum Report {
         lines.append(String(format: "throughput: %.0f top-level/s, %.0f updaters applied/s",
                             result.throughput["top_level_per_second"] ?? 0, result.throughput["updaters_applied_per_second"] ?? 0))
         if let flood = result.throughput["flood_dispatches_per_second"] {
-            lines.append(String(format: "flood: %@ threads, %.0f fire-and-forget dispatches/s, backlog limit %@",
-                                p["flooders"] ?? "?", flood, p["backlog_limit"] ?? "?"))
+            let flooders = p["flooders"]?.description ?? "?", limit = p["backlog_limit"]?.description ?? "?"
+            lines.append(String(format: "flood: %@ threads, %.0f fire-and-forget dispatches/s, backlog limit %@", flooders, flood, limit))
         }
         if result.parallelism.max > 0 {
             lines.append(String(format: "parallelism (side effects in flight at body start): mean %.2f, max %llu",

@@ -86,6 +86,8 @@ struct Run: AsyncParsableCommand {
     var hgrm: String?
     @Option(help: "Write a latency-by-percentile SVG chart to this file.")
     var plot: String?
+    @Option(help: "Draw this earlier result (--json) on the --plot chart, dashed, to compare the shapes.")
+    var baseline: String?
     @Option(name: .customLong("trace"), help: "Record the run with LTTng (katana:*, vpid/vtid) into this directory, as traces/record does.")
     var traceDirectory: String?
 
@@ -114,6 +116,14 @@ struct Run: AsyncParsableCommand {
         // Fail before the run, not after it, when an output cannot be written.
         for path in [json, plot].compactMap({ $0 }) { try checkWritable(file: path) }
         if let hgrm { try checkWritable(directory: hgrm) }
+        if let baseline {
+            guard plot != nil else { throw ValidationError("--baseline draws an earlier run on the --plot chart: give --plot too") }
+            _ = try Run.baselineHistograms(baseline)
+        }
+        if traceDirectory != nil {
+            guard traceBackend != .none else { throw ValidationError("--trace records the LTTng events of the run: it cannot be combined with --trace-backend none") }
+            _ = try LinkedLTTng.require()
+        }
     }
 
     func run() async throws {
@@ -142,7 +152,7 @@ struct Run: AsyncParsableCommand {
         } else {
             print(Report.table(result))
         }
-        if let rate, let achieved = result.throughput["top_level_per_second"], achieved < rate * 0.9, !Interruption.shared.requested {
+        if let rate, let achieved = result.throughput["top_level_per_second"], achieved < rate * 0.95, !Interruption.shared.requested {
             FileHandle.standardError.write(Data(String(
                 format: "katana-bench: warning: --rate asked for %.0f/s and the run achieved %.0f/s (%.0f%%): the machine could not keep up, so latencies include the growing backlog\n",
                 rate, achieved, achieved / rate * 100).utf8))
@@ -150,7 +160,12 @@ struct Run: AsyncParsableCommand {
         do {
             if let json { try Report.writeJSON(result, to: json) }
             if let hgrm { try Report.writeHgrm(histograms, to: hgrm) }
-            if let plot { try writeOutput(Data(Plot.svg(histograms: histograms, title: "katana-bench \(result.scenario)").utf8), to: plot) }
+            if let plot {
+                let chart = Plot.svg(histograms: histograms, title: "katana-bench \(result.scenario)", subtitle: Report.subtitle(result),
+                                     baseline: try baseline.map(Run.baselineHistograms),
+                                     baselineName: baseline.map { "baseline \(($0 as NSString).lastPathComponent)" } ?? "")
+                try writeOutput(Data(chart.utf8), to: plot)
+            }
         } catch {
             throw ValidationError("could not write the output: \(error.localizedDescription)")
         }
@@ -160,6 +175,7 @@ struct Run: AsyncParsableCommand {
     /// `--repeat N` runs, combined: latencies over every sample, throughput the median repetition's, each
     /// repetition's figures kept for `compare`.
     func repeated() async throws -> (BenchResult, [Metric: LatencyHistogram]) {
+        let context = BenchResult.Context.current()
         var runs: [BenchResult] = []
         var histograms: [Metric: LatencyHistogram] = [:]
         for index in 0..<repetitions {
@@ -172,8 +188,12 @@ struct Run: AsyncParsableCommand {
             if Interruption.shared.requested { break }
         }
         var combined = runs[0]
-        combined.repetitions = runs.map { Repetition(durationSeconds: $0.durationSeconds, throughput: $0.throughput, metrics: $0.metrics) }
+        combined.context = context
+        combined.repetitions = runs.map {
+            Repetition(durationSeconds: $0.durationSeconds, throughput: $0.throughput, metrics: $0.metrics, histograms: $0.histograms)
+        }
         guard runs.count > 1 else { return (combined, histograms) }
+        combined.histograms = encoded(histograms)
         combined.durationSeconds = runs.reduce(0) { $0 + $1.durationSeconds }
         combined.throughput = Dictionary(uniqueKeysWithValues: runs[0].throughput.keys.map { key in
             (key, median(runs.compactMap { $0.throughput[key] }))
@@ -185,6 +205,33 @@ struct Run: AsyncParsableCommand {
     }
 
     typealias Repetition = BenchResult.Repetition
+
+    /// An earlier result's histograms, for `--baseline`.
+    static func baselineHistograms(_ path: String) throws -> [Metric: LatencyHistogram] {
+        let result: BenchResult
+        do {
+            result = try Compare.load(path)
+        } catch let error as CompareError {
+            throw ValidationError("--baseline: \(error)")
+        }
+        guard let encoded = result.histograms else {
+            throw ValidationError("--baseline: \(path) carries no histograms (a katana-bench/1 result); re-run it with this katana-bench")
+        }
+        var histograms: [Metric: LatencyHistogram] = [:]
+        for (name, text) in encoded {
+            guard let metric = Metric(rawValue: name) else { continue }
+            do {
+                histograms[metric] = try HistogramEncoding.decode(text)
+            } catch {
+                throw ValidationError("--baseline: \(path): histogram \(name) is damaged (\(error))")
+            }
+        }
+        return histograms
+    }
+
+    private func encoded(_ histograms: [Metric: LatencyHistogram]) -> [String: String] {
+        histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.rawValue] = HistogramEncoding.encode($1.value) }
+    }
 
     func execute() async throws -> (BenchResult, [Metric: LatencyHistogram]) {
         let recorders = Recorders()
@@ -247,6 +294,7 @@ struct Run: AsyncParsableCommand {
             parallelism: .init(mean: merged.parallelismMean, max: merged.parallelismMax),
             harness: .init(sampleCostNanoseconds: Report.measureSampleCost()),
             metrics: merged.histograms.reduce(into: [:]) { $0[$1.key.rawValue] = MetricSummary($1.value) },
+            histograms: encoded(merged.histograms),
             interrupted: interrupted ? true : nil
         )
         return (result, merged.histograms)
@@ -309,18 +357,18 @@ struct Run: AsyncParsableCommand {
         return done.value
     }
 
-    private func parameters(workers: Int) -> [String: String] {
-        var p: [String: String] = [
-            "scenario": scenario.rawValue, "workers": "\(workers)", "warmup_s": "\(warmup)",
-            "updaters_per_side_effect": "\(updatersPerSideEffect)", "spin_us": "\(spinUs)", "sleep_us": "\(sleepUs)",
-            "updater_spin_us": "\(updaterSpinUs)", "listeners": "\(listeners)", "payload_bytes": "\(payload)",
-            "loop": rate == nil ? "closed" : "open", "trace_backend": traceBackend.rawValue,
-            "backlog_limit": backlogLimit.description,
+    private func parameters(workers: Int) -> [String: BenchResult.Parameter] {
+        var p: [String: BenchResult.Parameter] = [
+            "scenario": .text(scenario.rawValue), "workers": .integer(workers), "warmup_s": .number(warmup),
+            "updaters_per_side_effect": .integer(updatersPerSideEffect), "spin_us": .number(spinUs), "sleep_us": .number(sleepUs),
+            "updater_spin_us": .number(updaterSpinUs), "listeners": .integer(listeners), "payload_bytes": .integer(payload),
+            "loop": .text(rate == nil ? "closed" : "open"), "trace_backend": .text(traceBackend.rawValue),
+            "backlog_limit": backlogLimit.limit.map { .integer($0) } ?? .text("none"),
         ]
-        if scenario == .flood { p["flooders"] = "\(flooders)" }
-        if let rate { p["rate_per_s"] = "\(rate)" }
-        if let count { p["count"] = "\(count)" } else { p["duration_s"] = "\(duration ?? 5)" }
-        if let stallEvery { p["stall_every_s"] = "\(stallEvery)"; p["stall_ms"] = "\(stallMs)" }
+        if scenario == .flood { p["flooders"] = .integer(flooders) }
+        if let rate { p["rate_per_s"] = .number(rate) }
+        if let count { p["count"] = .integer(count) } else { p["duration_s"] = .number(duration ?? 5) }
+        if let stallEvery { p["stall_every_s"] = .number(stallEvery); p["stall_ms"] = .number(stallMs) }
         return p
     }
 }

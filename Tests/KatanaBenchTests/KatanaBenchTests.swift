@@ -377,7 +377,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
 }
 
 /// A result of several repetitions, one p99 and throughput per repetition.
-func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [String: String] = ["workers": "1", "loop": "closed"]) -> BenchResult {
+func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [String: BenchResult.Parameter] = ["workers": "1", "loop": "closed"]) -> BenchResult {
     let runs = p99s.enumerated().map { index, p99 in
         var one = result(p99: p99, throughput: throughputs?[index] ?? 1_000)
         one.parameters = parameters
@@ -529,5 +529,128 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         #expect(outcome.err.contains("warning: --rate asked for 100000/s and the run achieved"), "\(outcome.err)")
         let met = try bench(["run", "-s", "updaters", "--rate", "200", "--duration", "0.5", "--warmup", "0", "--trace-backend", "none"])
         #expect(met.status == 0 && !met.err.contains("warning"), "\(met.err)")
+    }
+}
+
+@Suite struct HistogramEncodingTests {
+    func sample() -> LatencyHistogram {
+        var histogram = makeHistogram()
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<50_000 { _ = histogram.record(UInt64.random(in: 50...2_000_000, using: &generator)) }
+        _ = histogram.record(59_000_000_000, count: 3)
+        return histogram
+    }
+
+    @Test func encodingRoundTripsEveryCount() throws {
+        let histogram = sample()
+        let decoded = try HistogramEncoding.decode(HistogramEncoding.encode(histogram))
+        #expect(decoded.totalCount == histogram.totalCount)
+        #expect(decoded.max == histogram.max && decoded.min == histogram.min)
+        // Within each bucket's precision (the encoding keeps counts per bucket, as HdrHistogram's does: the exact
+        // maximum recorded becomes its bucket's).
+        for percentile in [0.0, 10, 50, 90, 99, 99.9, 99.99, 100] {
+            #expect(histogram.valuesAreEquivalent(decoded.valueAtPercentile(percentile), histogram.valueAtPercentile(percentile)), "p\(percentile)")
+        }
+        #expect(Array(decoded.recordedValues()).map(\.count) == Array(histogram.recordedValues()).map(\.count))
+        #expect(try HistogramEncoding.decode(HistogramEncoding.encode(makeHistogram())).totalCount == 0)
+    }
+
+    /// Read by an independent decoder — Python's zlib and struct, following HdrHistogram's V2 layout — so other
+    /// HdrHistogram tools read what katana-bench writes.
+    @Test func anIndependentDecoderReadsTheEncoding() throws {
+        let histogram = sample()
+        let script = """
+            import base64, struct, sys, zlib
+            raw = base64.b64decode(sys.argv[1])
+            cookie, length = struct.unpack(">ii", raw[:8])
+            assert cookie == 0x1c849314, hex(cookie)
+            body = zlib.decompress(raw[8:8 + length])
+            cookie, payload, offset, digits, lowest, highest, ratio = struct.unpack(">iiiiqqd", body[:40])
+            assert cookie == 0x1c849313 and offset == 0 and ratio == 1.0, (hex(cookie), offset, ratio)
+            data, position, total, index, last = body[40:40 + payload], 0, 0, 0, -1
+            while position < len(data):
+                shift = value = 0
+                while True:
+                    byte = data[position]; position += 1
+                    value |= (byte & 0x7f) << shift; shift += 7
+                    if byte < 0x80: break
+                value = (value >> 1) ^ -(value & 1)
+                if value < 0: index -= value
+                else:
+                    if value: total += value; last = index
+                    index += 1
+            print(digits, lowest, highest, total, last)
+            """
+        let outcome = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script, HistogramEncoding.encode(histogram)])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        let fields = outcome.out.split(separator: " ").map { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1 }
+        #expect(fields[0] == 3 && fields[1] == 1 && fields[2] == 60_000_000_000, "\(outcome.out)")
+        #expect(fields[3] == Int(histogram.totalCount))
+        // The last non-zero count's index is the one the 59 s value falls in.
+        let layout = HistogramEncoding.Layout(lowest: 1, digits: .three)
+        #expect(histogram.valuesAreEquivalent(layout.value(at: fields[4]), 59_000_000_000))
+    }
+
+    @Test func damagedEncodingsAreErrorsNotCrashes() throws {
+        let good = HistogramEncoding.encode(sample())
+        var bytes = Array(Data(base64Encoded: good)!)
+        var failures = 0
+        for text in ["", "not base64!", "AAAA", String(good.prefix(good.count / 2))] {
+            do { _ = try HistogramEncoding.decode(text) } catch { failures += 1 }
+        }
+        #expect(failures == 4)
+        // Every single-byte corruption of the header and of the payload: an error or a histogram, never a trap.
+        for position in stride(from: 0, to: bytes.count, by: max(bytes.count / 200, 1)) {
+            let original = bytes[position]
+            bytes[position] = original ^ 0xff
+            _ = try? HistogramEncoding.decode(Data(bytes).base64EncodedString())
+            bytes[position] = original
+        }
+    }
+}
+
+@Suite struct MergeAndContextTests {
+    @Test func resultsCarryTheirContextAndMergeIntoOne() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = directory.appendingPathComponent("a.json").path, b = directory.appendingPathComponent("b.json").path
+        let merged = directory.appendingPathComponent("merged.json").path
+        let common = ["run", "-s", "updaters", "--producers", "2", "--count", "400", "--warmup", "0", "--trace-backend", "none"]
+        try #require(try bench(common + ["--repeat", "2", "--json", a]).status == 0)
+        try #require(try bench(common + ["--json", b]).status == 0)
+        let first = try Compare.load(a)
+        let context = try #require(first.context)
+        #expect(context.commandLine.contains("--repeat") && context.loadAverage.count == 3 && !context.date.isEmpty)
+        #expect(first.parameters["workers"] == .integer(2), "parameters are typed")
+        #expect(try String(contentsOfFile: a, encoding: .utf8).contains("\"workers\" : 2"))
+
+        let outcome = try bench(["merge", a, b, "-o", merged])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        let result = try Compare.load(merged)
+        #expect(result.repetitions?.count == 3)
+        #expect(result.metrics["updater.end_to_end"]?.count == 1_200)
+        let histogram = try HistogramEncoding.decode(try #require(result.histograms?["updater.end_to_end"]))
+        #expect(histogram.totalCount == 1_200)
+        #expect(outcome.out.contains("3 repetitions"))
+
+        // Different parameters, a katana-bench/1 result, a single input: refused.
+        let other = directory.appendingPathComponent("other.json").path
+        try #require(try bench(["run", "-s", "updaters", "--producers", "3", "--count", "300", "--warmup", "0", "--trace-backend", "none", "--json", other]).status == 0)
+        let refused = try bench(["merge", a, other, "-o", merged])
+        #expect(refused.status == 2 && refused.err.contains("workers 2 vs 3"), "\(refused.err)")
+        var old = result
+        old.histograms = nil
+        old.repetitions = nil
+        old.schema = "katana-bench/1"
+        let oldPath = directory.appendingPathComponent("old.json").path
+        try Report.writeJSON(old, to: oldPath)
+        let noHistograms = try bench(["merge", a, oldPath, "-o", merged])
+        #expect(noHistograms.status == 2 && noHistograms.err.contains("no encoded histograms"), "\(noHistograms.err)")
+        #expect(try bench(["merge", a, "-o", merged]).status == 2)
+    }
+
+    @Test func traceWithoutLTTngEventsIsRefusedUpFront() throws {
+        let outcome = try bench(["run", "--trace", "/tmp/never-\(UUID().uuidString)", "--trace-backend", "none"])
+        #expect(outcome.status == 2 && outcome.err.contains("cannot be combined with --trace-backend none"), "\(outcome.err)")
     }
 }

@@ -61,15 +61,18 @@ public func readProcFile(_ path: String) -> String? {
     return String(decoding: data, as: UTF8.self)
 }
 
-/// Sends `pid` SIGINT once it has taken SIGINT over (its signal disposition is "ignore", as a process that hands
-/// the signal to a dispatch source sets it) and `delay` seconds have passed since: a test interrupts a command
-/// mid-run, never before it can handle the signal. Gives up after `timeout` seconds.
+/// Sends `pid` SIGINT once it has taken SIGINT over (ignored or caught: a process that hands the signal to a
+/// dispatch source ignores it, and libdispatch on Linux then catches it) and `delay` seconds have passed since: a
+/// test interrupts a command mid-run, never before it can handle the signal. Gives up after `timeout` seconds.
 public func interruptWhenHandled(_ pid: pid_t, after delay: Double, timeout: Double = 120) {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigIgn:") }) else { return }
-        let mask = UInt64(line.dropFirst("SigIgn:".count).trimmingCharacters(in: .whitespaces), radix: 16) ?? 0
+        let lines = status.split(separator: "\n")
+        guard !lines.isEmpty else { return }  // the process is gone
+        let mask = lines.filter { $0.hasPrefix("SigIgn:") || $0.hasPrefix("SigCgt:") }.reduce(UInt64(0)) { mask, line in
+            mask | (UInt64(line.drop { $0 != ":" }.dropFirst().trimmingCharacters(in: .whitespaces), radix: 16) ?? 0)
+        }
         if mask & (1 << (UInt64(SIGINT) - 1)) != 0 {
             Thread.sleep(forTimeInterval: delay)
             kill(pid, SIGINT)

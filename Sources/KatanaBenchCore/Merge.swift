@@ -1,0 +1,82 @@
+import ArgumentParser
+import Foundation
+
+/// Merges results of the same scenario and parameters into one: the repetitions of all, and every metric
+/// re-percentiled from the sum of their encoded histograms.
+struct Merge: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Merge katana-bench --json results of one scenario into one (repetitions kept, histograms summed and re-percentiled).")
+
+    @Argument(help: "Results to merge (--json of runs with the same scenario and parameters).")
+    var inputs: [String]
+    @Option(name: [.short, .customLong("output")], help: "Where to write the merged result ('-': standard output).")
+    var output: String
+    @Flag(help: "Merge results measured with different parameters (the first result's parameters are kept).")
+    var allowDifferentParameters = false
+
+    func validate() throws {
+        guard inputs.count >= 2 else { throw ValidationError("merge needs at least two results (got \(inputs.count))") }
+        try checkWritable(file: output)
+    }
+
+    func run() throws {
+        let merged: BenchResult
+        do {
+            merged = try Merge.merge(inputs.map { ($0, try Compare.load($0)) }, allowDifferentParameters: allowDifferentParameters)
+        } catch let error as CompareError {
+            FileHandle.standardError.write(Data("katana-bench merge: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        if output == "-" {
+            FileHandle.standardError.write(Data((Report.table(merged) + "\n").utf8))
+        } else {
+            print(Report.table(merged))
+        }
+        do {
+            try Report.writeJSON(merged, to: output)
+        } catch {
+            throw ValidationError("could not write \(output): \(error.localizedDescription)")
+        }
+    }
+
+    static func merge(_ results: [(path: String, result: BenchResult)], allowDifferentParameters: Bool) throws -> BenchResult {
+        let (firstPath, first) = results[0]
+        var histograms: [String: LatencyHistogram] = [:]
+        var repetitions: [BenchResult.Repetition] = []
+        var parallelism: [BenchResult.Parallelism] = []
+        for (path, result) in results {
+            guard result.scenario == first.scenario else {
+                throw CompareError("\(path) is a \(result.scenario) run and \(firstPath) a \(first.scenario) run: merge like with like")
+            }
+            let different = Compare.differences(first, result)
+            if !different.isEmpty, !allowDifferentParameters {
+                throw CompareError("\(path) was measured with different parameters than \(firstPath) (\(different.joined(separator: ", "))); pass --allow-different-parameters to merge anyway")
+            }
+            guard let encoded = result.histograms else {
+                throw CompareError("\(path) carries no encoded histograms (a katana-bench/1 result): its percentiles cannot be merged")
+            }
+            for (metric, text) in encoded {
+                do {
+                    histograms[metric, default: makeHistogram()].add(try HistogramEncoding.decode(text))
+                } catch {
+                    throw CompareError("\(path): histogram \(metric) is damaged (\(error))")
+                }
+            }
+            repetitions += result.samples
+            parallelism.append(result.parallelism)
+        }
+        var merged = first
+        merged.repetitions = repetitions
+        merged.context = BenchResult.Context.current()
+        merged.histograms = histograms.mapValues(HistogramEncoding.encode)
+        merged.metrics = histograms.mapValues(MetricSummary.init)
+        merged.durationSeconds = repetitions.reduce(0) { $0 + $1.durationSeconds }
+        merged.throughput = Dictionary(uniqueKeysWithValues: first.throughput.keys.map { key in
+            (key, median(repetitions.compactMap { $0.throughput[key] }))
+        })
+        merged.parallelism = .init(mean: parallelism.reduce(0) { $0 + $1.mean } / Double(parallelism.count),
+                                   max: parallelism.map(\.max).max() ?? 0)
+        merged.interrupted = results.contains { $0.result.interrupted == true } ? true : nil
+        return merged
+    }
+}
