@@ -178,13 +178,13 @@ struct Compare: ParsableCommand {
 
     /// The parameters two results differ in (workload parameters, build configuration, CPU count).
     static func differences(_ base: BenchResult, _ cur: BenchResult) -> [String] {
-        var a = base.parameters.mapValues(\.description), b = cur.parameters.mapValues(\.description)
-        a["build"] = base.environment.buildConfiguration
-        b["build"] = cur.environment.buildConfiguration
-        a["cpus"] = "\(base.environment.cpus)"
-        b["cpus"] = "\(cur.environment.cpus)"
+        var a = base.parameters, b = cur.parameters
+        a["build"] = .text(base.environment.buildConfiguration)
+        b["build"] = .text(cur.environment.buildConfiguration)
+        a["cpus"] = .integer(base.environment.cpus)
+        b["cpus"] = .integer(cur.environment.cpus)
         return Set(a.keys).union(b.keys).sorted().compactMap { key in
-            a[key] == b[key] ? nil : "\(key) \(a[key] ?? "unset") vs \(b[key] ?? "unset")"
+            a[key] == b[key] ? nil : "\(key) \(a[key]?.description ?? "unset") vs \(b[key]?.description ?? "unset")"
         }
     }
 

@@ -68,8 +68,17 @@ struct BenchResult: Codable, Equatable {
             }
         }
 
-        static func == (a: Parameter, b: Parameter) -> Bool { a.description == b.description }
-        func hash(into hasher: inout Hasher) { hasher.combine(description) }
+        /// The value as a number, when it is one (a katana-bench/1 result wrote numbers as strings: "0.0").
+        var numeric: Double? { if case let .text(value) = self { Double(value) } else { Double(description) } }
+
+        static func == (a: Parameter, b: Parameter) -> Bool {
+            if let x = a.numeric, let y = b.numeric { return x == y }
+            return a.description == b.description
+        }
+
+        func hash(into hasher: inout Hasher) {
+            if let numeric { hasher.combine(numeric) } else { hasher.combine(description) }
+        }
     }
 
     /// The run's context, for whoever reads the result later.

@@ -457,6 +457,9 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         defer { try? FileManager.default.removeItem(at: directory) }
         var old = result(p99: 100_000, throughput: 1_000)
         old.schema = "katana-bench/1"
+        // katana-bench/1 wrote every parameter as a string; a typed 0 and a "0.0" are the same value.
+        #expect(BenchResult.Parameter.text("0.0") == .integer(0) && BenchResult.Parameter.text("8") == .integer(8))
+        #expect(BenchResult.Parameter.text("closed") != .text("open") && BenchResult.Parameter.number(2.5) != .integer(2))
         let a = directory.appendingPathComponent("old.json").path
         try Report.writeJSON(old, to: a)
         #expect(!(try String(contentsOfFile: a, encoding: .utf8)).contains("repetitions"))
