@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "KatanaLTTng", targets: ["KatanaLTTng"]),
         .library(name: "KatanaRedux", targets: ["KatanaRedux"]),
         .library(name: "KatanaRouter", targets: ["KatanaRouter"]),
+        .library(name: "KatanaBench", targets: ["KatanaBench"]),
         .executable(name: "katana-router-example", targets: ["katana-router-example"]),
         .executable(name: "katana-bench", targets: ["katana-bench"]),
     ],
@@ -86,6 +87,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "katana-bench",
+            dependencies: ["KatanaBenchCore", "KatanaLTTng"]
+        ),
+        // Your own benchmark CLI: katana-bench's harness (BenchScenario, KatanaBenchCLI) plus the LTTng provider, so
+        // --trace works in it as in katana-bench.
+        .target(
+            name: "KatanaBench",
             dependencies: ["KatanaBenchCore", "KatanaLTTng"]
         ),
         .target(name: "KatanaTestSupport", path: "Tests/KatanaTestSupport"),

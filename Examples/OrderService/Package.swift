@@ -23,6 +23,14 @@ let package = Package(
                 .product(name: "KatanaLTTng", package: "Katana"),
             ]
         ),
+        // The shop's own benchmark: katana-bench's harness and CLI around its scenarios (see Sources/order-bench).
+        .executableTarget(
+            name: "order-bench",
+            dependencies: [
+                "OrderProcessing",
+                .product(name: "KatanaBench", package: "Katana"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

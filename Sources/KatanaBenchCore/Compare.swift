@@ -255,8 +255,8 @@ struct Compare: ParsableCommand {
 
     static func defaultMetrics(_ result: BenchResult) -> [String] {
         var names: [String] = []
-        for metric in Metric.allCases where metric.rawValue.hasSuffix("end_to_end") && (result.metrics[metric.rawValue]?.count ?? 0) > 0 {
-            names += ["\(metric.rawValue).p50", "\(metric.rawValue).p99"]
+        for name in Report.orderedMetricNames(result.metrics.keys) where name.hasSuffix("end_to_end") && (result.metrics[name]?.count ?? 0) > 0 {
+            names += ["\(name).p50", "\(name).p99"]
         }
         names.append("throughput.top_level_per_second")
         return names

@@ -20,24 +20,30 @@ public struct KatanaBench: AsyncParsableCommand {
     /// The entry point: ArgumentParser's, with one exit-code convention for every command — 0 ok, 1 a regression
     /// (`compare`), 2 bad input or usage (ArgumentParser's own usage errors would exit 64).
     public static func mainWithExitCodes(_ arguments: [String]? = nil) async -> Int32 {
-        do {
-            var command = try parseAsRoot(arguments)
-            if var asyncCommand = command as? AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-            return 0
-        } catch {
-            let code = exitCode(for: error)
-            let message = fullMessage(for: error)
-            if code == .success {
-                if !message.isEmpty { print(message) }
-                return 0
-            }
-            if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
-            return code == .validationFailure ? 2 : code.rawValue
+        await runWithExitCodes(KatanaBench.self, arguments)
+    }
+}
+
+/// Parses and runs `command` with one exit-code convention: 0 ok, 1 a regression (`compare`), 2 bad input or usage
+/// (ArgumentParser's own usage errors would exit 64).
+func runWithExitCodes<Command: ParsableCommand>(_ command: Command.Type, _ arguments: [String]?) async -> Int32 {
+    do {
+        var parsed = try Command.parseAsRoot(arguments)
+        if var asyncCommand = parsed as? AsyncParsableCommand {
+            try await asyncCommand.run()
+        } else {
+            try parsed.run()
         }
+        return 0
+    } catch {
+        let code = Command.exitCode(for: error)
+        let message = Command.fullMessage(for: error)
+        if code == .success {
+            if !message.isEmpty { print(message) }
+            return 0
+        }
+        if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+        return code == .validationFailure ? 2 : code.rawValue
     }
 }
 

@@ -14,7 +14,7 @@ enum Plot {
     }
 
     static func series(_ histograms: [Metric: LatencyHistogram]) -> [Series] {
-        Metric.allCases.compactMap { metric in
+        BenchMetric.all.compactMap { metric in
             guard let histogram = histograms[metric], histogram.totalCount > 0 else { return nil }
             var points: [(Double, Double)] = []
             for step in histogram.percentiles(ticksPerHalfDistance: 5) {
@@ -75,7 +75,7 @@ enum Plot {
             let path = points.map { String(format: "%.1f,%.1f", px($0.x), py($0.y)) }.joined(separator: " ")
             return "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\"\(dashed ? " stroke-dasharray=\"7 4\" stroke-opacity=\"0.8\"" : "") points=\"\(path)\"/>\n"
         }
-        func color(_ metric: Metric) -> String { palette[(Metric.allCases.firstIndex(of: metric) ?? 0) % palette.count] }
+        func color(_ metric: Metric) -> String { palette[metric.index % palette.count] }
         for entry in previous { svg += line(entry.points, color(entry.metric), dashed: true) }
         for entry in current { svg += line(entry.points, color(entry.metric), dashed: false) }
 

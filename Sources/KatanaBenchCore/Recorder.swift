@@ -3,28 +3,69 @@ import Glibc
 import Histogram
 import Synchronization
 
-/// The latency series katana-bench records. Raw values name the JSON keys, `.hgrm` files and plot lines.
-enum Metric: String, CaseIterable, Codable, Sendable {
-    case updaterQueueWait = "updater.queue_wait"
-    case updaterService = "updater.service"
-    case updaterEndToEnd = "updater.end_to_end"
-    case sideEffectQueueWait = "side_effect.queue_wait"
-    case sideEffectService = "side_effect.service"
-    case sideEffectEndToEnd = "side_effect.end_to_end"
-    case dispatchCall = "dispatch.call"
+/// A latency series: its name (the JSON key, the `.hgrm` file, the plot line) and what it measures. The built-in
+/// scenarios record the static ones; a scenario of your own declares its own (`BenchScenario(metrics:)`) and records
+/// them with `BenchContext.record`. Two metrics with the same name are the same series.
+public struct BenchMetric: Hashable, Sendable, CustomStringConvertible {
+    public let name: String
+    public let label: String
+    /// Its slot in every thread's recorder, given at first creation.
+    let index: Int
 
-    var label: String {
-        switch self {
-        case .updaterQueueWait: "updater queue wait (dispatch → applied)"
-        case .updaterService: "updater service (inside updateState)"
-        case .updaterEndToEnd: "updater end-to-end (sent, or due in open loop → handle resolved)"
-        case .sideEffectQueueWait: "side effect queue wait (dispatch → body starts)"
-        case .sideEffectService: "side effect service (body)"
-        case .sideEffectEndToEnd: "side effect end-to-end (sent, or due in open loop → handle resolved)"
-        case .dispatchCall: "fire-and-forget dispatch call (producer side: call → return)"
+    public init(_ name: String, label: String) {
+        (self.label, index) = BenchMetric.registry.register(name, label: label)
+        self.name = name
+    }
+
+    public var description: String { name }
+    public static func == (a: BenchMetric, b: BenchMetric) -> Bool { a.name == b.name }
+    public func hash(into hasher: inout Hasher) { hasher.combine(name) }
+
+    /// Every metric created so far, in creation order (the built-in ones first).
+    static var all: [BenchMetric] { registry.all }
+
+    static func named(_ name: String) -> BenchMetric? { registry.all.first { $0.name == name } }
+
+    static let updaterQueueWait = BenchMetric(builtIn: "updater.queue_wait")
+    static let updaterService = BenchMetric(builtIn: "updater.service")
+    static let updaterEndToEnd = BenchMetric(builtIn: "updater.end_to_end")
+    static let sideEffectQueueWait = BenchMetric(builtIn: "side_effect.queue_wait")
+    static let sideEffectService = BenchMetric(builtIn: "side_effect.service")
+    static let sideEffectEndToEnd = BenchMetric(builtIn: "side_effect.end_to_end")
+    static let dispatchCall = BenchMetric(builtIn: "dispatch.call")
+
+    /// A built-in metric (its label is the registry's).
+    private init(builtIn name: String) { self.init(name, label: "") }
+
+    private static let registry = Registry()
+
+    private final class Registry: @unchecked Sendable {
+        // `entries` is guarded by `lock`.
+        private let lock = NSLock()
+        // The built-in metrics first, in this order, whichever is used first.
+        private var entries: [(name: String, label: String)] = [
+            ("updater.queue_wait", "updater queue wait (dispatch → applied)"),
+            ("updater.service", "updater service (inside updateState)"),
+            ("updater.end_to_end", "updater end-to-end (sent, or due in open loop → handle resolved)"),
+            ("side_effect.queue_wait", "side effect queue wait (dispatch → body starts)"),
+            ("side_effect.service", "side effect service (body)"),
+            ("side_effect.end_to_end", "side effect end-to-end (sent, or due in open loop → handle resolved)"),
+            ("dispatch.call", "fire-and-forget dispatch call (producer side: call → return)"),
+        ]
+
+        func register(_ name: String, label: String) -> (String, Int) {
+            lock.withLock {
+                if let index = entries.firstIndex(where: { $0.name == name }) { return (entries[index].label, index) }
+                entries.append((name, label))
+                return (label, entries.count - 1)
+            }
         }
+
+        var all: [BenchMetric] { lock.withLock { entries }.map { BenchMetric($0.name, label: $0.label) } }
     }
 }
+
+typealias Metric = BenchMetric
 
 typealias LatencyHistogram = Histogram<UInt64>
 
@@ -37,13 +78,15 @@ func makeHistogram() -> LatencyHistogram {
 /// merged after the run, once every sample's handle has resolved.
 final class ThreadRecorder: @unchecked Sendable {
     // Mutated only by the owning thread while recording is on; read by `Recorders.merged()` after the run.
-    var histograms: [LatencyHistogram] = Metric.allCases.map { _ in makeHistogram() }
+    var histograms: [LatencyHistogram] = BenchMetric.all.map { _ in makeHistogram() }
     var parallelismSum: UInt64 = 0
     var parallelismSamples: UInt64 = 0
     var parallelismMax: UInt64 = 0
 
     @inline(__always)
     func record(_ metric: Metric, _ nanoseconds: UInt64) {
+        // A metric created after this recorder (a scenario's own, declared late) gets its histogram on first use.
+        while metric.index >= histograms.count { histograms.append(makeHistogram()) }
         _ = histograms[metric.index].record(max(nanoseconds, 1))
     }
 
@@ -54,10 +97,6 @@ final class ThreadRecorder: @unchecked Sendable {
         parallelismSamples &+= 1
         if v > parallelismMax { parallelismMax = v }
     }
-}
-
-extension Metric {
-    var index: Int { Metric.allCases.firstIndex(of: self)! }
 }
 
 /// The per-thread recorders of one run.
@@ -106,9 +145,9 @@ final class Recorders: @unchecked Sendable {
     func merged() -> (histograms: [Metric: LatencyHistogram], parallelismMean: Double, parallelismMax: UInt64) {
         let recorders = lock.withLock { all }
         var result: [Metric: LatencyHistogram] = [:]
-        for metric in Metric.allCases {
+        for metric in BenchMetric.all {
             var total = makeHistogram()
-            for recorder in recorders { total.add(recorder.histograms[metric.index]) }
+            for recorder in recorders where metric.index < recorder.histograms.count { total.add(recorder.histograms[metric.index]) }
             result[metric] = total
         }
         let sum = recorders.reduce(0) { $0 + $1.parallelismSum }

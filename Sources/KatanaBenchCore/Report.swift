@@ -233,6 +233,14 @@ enum Report {
         return parts.joined(separator: " · ")
     }
 
+    /// Metric names in display order: the ones this process knows in their order, then any others alphabetically
+    /// (a result of a scenario defined in another program).
+    static func orderedMetricNames(_ names: some Sequence<String>) -> [String] {
+        let known = BenchMetric.all.map(\.name)
+        let present = Set(names)
+        return known.filter(present.contains) + present.subtracting(known).sorted()
+    }
+
     static func table(_ result: BenchResult) -> String {
         var lines: [String] = []
         let p = result.parameters
@@ -243,9 +251,9 @@ enum Report {
         lines.append("")
         let columns = ["metric", "count", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max"]
         var rows: [[String]] = []
-        for metric in Metric.allCases {
-            guard let m = result.metrics[metric.rawValue], m.count > 0 else { continue }
-            rows.append([metric.rawValue, "\(m.count)", duration(m.mean), duration(Double(m.p50)), duration(Double(m.p90)),
+        for name in orderedMetricNames(result.metrics.keys) {
+            guard let m = result.metrics[name], m.count > 0 else { continue }
+            rows.append([name, "\(m.count)", duration(m.mean), duration(Double(m.p50)), duration(Double(m.p90)),
                          duration(Double(m.p99)), duration(Double(m.p999)), duration(Double(m.p9999)), duration(Double(m.max))])
         }
         let widths = columns.indices.map { index in ([columns[index]] + rows.map { $0[index] }).map(\.count).max()! }
@@ -292,7 +300,7 @@ enum Report {
         for (metric, histogram) in histograms where histogram.totalCount > 0 {
             var text = ""
             histogram.outputPercentileDistribution(to: &text, outputValueUnitScalingRatio: 1_000)
-            try writeOutput(Data(text.utf8), to: (directory as NSString).appendingPathComponent("\(metric.rawValue).hgrm"))
+            try writeOutput(Data(text.utf8), to: (directory as NSString).appendingPathComponent("\(metric.name).hgrm"))
         }
     }
 

@@ -15,10 +15,6 @@ struct Run: AsyncParsableCommand {
         stall shows up in the percentiles instead of hiding (no coordinated omission).
         """)
 
-    enum Scenario: String, CaseIterable, ExpressibleByArgument, Codable {
-        case updaters, sideEffects = "side-effects", mixed, flood
-    }
-
     /// `--backlog-limit`: the store's default, a number, or none.
     enum BacklogLimit: ExpressibleByArgument, Equatable, CustomStringConvertible {
         case storeDefault, none, items(Int)
@@ -42,8 +38,11 @@ struct Run: AsyncParsableCommand {
         static var defaultValueDescription: String { "default" }
     }
 
-    @Option(name: .shortAndLong, help: "updaters | side-effects | mixed | flood.")
-    var scenario: Scenario = .sideEffects
+    @Option(name: .shortAndLong, help: ArgumentHelp("The scenario: \(BenchScenarios.all.map { $0.summary.isEmpty ? $0.name : "\($0.name) (\($0.summary))" }.joined(separator: "; ")).",
+                                                   valueName: "name"))
+    var scenario: String = BenchScenarios.defaultName
+    @Option(name: .customLong("option"), help: ArgumentHelp("A scenario's own setting, key=value (repeat for several); recorded among the parameters.", valueName: "key=value"))
+    var options: [String] = []
     @Option(help: "Producer tasks dispatching state updaters (updaters scenario).")
     var producers: Int = 2
     @Option(help: "flood: threads that fire-and-forget updaters as fast as they can, timing each dispatch call, while --concurrency workers run awaiting side effects.")
@@ -91,7 +90,30 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("trace"), help: "Record the run with LTTng (katana:*, vpid/vtid) into this directory, as traces/record does.")
     var traceDirectory: String?
 
+    /// The selected scenario (validated).
+    var selected: BenchScenario { BenchScenarios.named(scenario)! }
+
+    /// `--option` pairs.
+    var scenarioOptions: [String: String] {
+        Dictionary(options.map { option in
+            let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
+            return (parts[0], parts.count > 1 ? parts[1] : "")
+        }, uniquingKeysWith: { _, last in last })
+    }
+
+    var knobs: Knobs {
+        Knobs(producers: producers, concurrency: concurrency, flooders: flooders, backlogLimit: backlogLimit.limit,
+              updatersPerSideEffect: updatersPerSideEffect, spinUs: spinUs, sleepUs: sleepUs, updaterSpinUs: updaterSpinUs,
+              listeners: listeners, payload: payload, stallEvery: stallEvery, stallMs: stallMs)
+    }
+
     func validate() throws {
+        guard BenchScenarios.named(scenario) != nil else {
+            throw ValidationError("no scenario \(scenario) (choose from \(BenchScenarios.all.map(\.name).joined(separator: ", ")))")
+        }
+        for option in options where !option.contains("=") || option.hasPrefix("=") {
+            throw ValidationError("--option \(option): write key=value")
+        }
         // Every number within a range the bench can honour: out of range is one line naming the option, never a
         // crash (a huge Double once trapped converting to UInt64 nanoseconds) or a run that cannot end.
         try checkRange(producers, 1...4_096, "--producers")
@@ -200,7 +222,7 @@ struct Run: AsyncParsableCommand {
         })
         combined.parallelism = .init(mean: runs.reduce(0) { $0 + $1.parallelism.mean } / Double(runs.count),
                                      max: runs.map(\.parallelism.max).max() ?? 0)
-        combined.metrics = histograms.reduce(into: [:]) { $0[$1.key.rawValue] = MetricSummary($1.value) }
+        combined.metrics = histograms.reduce(into: [:]) { $0[$1.key.name] = MetricSummary($1.value) }
         return (combined, histograms)
     }
 
@@ -219,7 +241,7 @@ struct Run: AsyncParsableCommand {
         }
         var histograms: [Metric: LatencyHistogram] = [:]
         for (name, text) in encoded {
-            guard let metric = Metric(rawValue: name) else { continue }
+            guard let metric = BenchMetric.named(name) else { continue }
             do {
                 histograms[metric] = try HistogramEncoding.decode(text)
             } catch {
@@ -230,70 +252,57 @@ struct Run: AsyncParsableCommand {
     }
 
     private func encoded(_ histograms: [Metric: LatencyHistogram]) -> [String: String] {
-        histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.rawValue] = HistogramEncoding.encode($1.value) }
+        histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = HistogramEncoding.encode($1.value) }
     }
 
     func execute() async throws -> (BenchResult, [Metric: LatencyHistogram]) {
         let recorders = Recorders()
-        let run = RunContext(recorders: recorders, updaterSpinNanoseconds: UInt64(updaterSpinUs * 1_000),
-                             spinNanoseconds: UInt64(spinUs * 1_000), sleepNanoseconds: UInt64(sleepUs * 1_000),
-                             updatersPerSideEffect: updatersPerSideEffect)
         let backend: any TraceBackend = switch traceBackend {
         case .default: KatanaTracing.backend
         case .lttng: try LinkedLTTng.require()
         case .none: NoOpTraceBackend()
         }
-        let payload = self.payload
-        let store = BenchStore(interceptors: scenario == .mixed ? mixedInterceptors() : [],
-                               stateInitializer: { BenchState(payloadBytes: payload) },
-                               configuration: .init(traceBackend: backend, backlogLimit: backlogLimit.limit))
-        for _ in 0..<listeners { store.addListener { _, new in blackHole(new.counter) } }
-        // flood: the flooding threads run from warm-up to the end of the measured phase.
-        let flood = scenario == .flood ? Flooders(count: flooders, store: store, run: run) : nil
-        flood?.start()
-
-        let workers = scenario == .updaters ? producers : concurrency
+        let scenario = selected
+        let workers = scenario.workersFromProducers ? producers : concurrency
+        let context = BenchContext(workers: workers, options: scenarioOptions, traceBackend: backend, recorders: recorders, knobs: knobs)
+        let workload: BenchWorkload
+        do {
+            workload = try await scenario.setup(context)
+        } catch {
+            throw ValidationError("scenario \(scenario.name): its setup failed: \(error)")
+        }
         let measureSeconds = count == nil ? (duration ?? 5) : nil
         let progress = Progress(enabled: isatty(STDERR_FILENO) == 1)
 
         // Warm-up: the same loop, nothing recorded.
         if warmup > 0 {
-            _ = try await drive(store: store, run: run, workers: workers, until: .seconds(warmup), progress: nil)
+            _ = try await drive(workload, endToEnd: scenario.endToEnd, recorders: recorders, workers: workers,
+                                until: .seconds(warmup), progress: nil)
         }
         recorders.setRecording(true)
-        let stalls = stallEvery.map { StallInjector(every: $0, milliseconds: stallMs, store: store) }
-        stalls?.start()
-        let startCounter = store.state.counter
         let started = nowNanoseconds()
-        // Flooders stop when the measured time is up, not when the last worker's side effect gets through: without
-        // a backlog limit that could take far longer than the run (the backlog ahead of it keeps growing).
-        if let measureSeconds { flood?.stop(at: started &+ UInt64(measureSeconds * 1e9)) }
-        let completed = try await drive(store: store, run: run, workers: workers,
+        workload.whenMeasuring?(measureSeconds.map { started &+ UInt64($0 * 1e9) })
+        let completed = try await drive(workload, endToEnd: scenario.endToEnd, recorders: recorders, workers: workers,
                                         until: measureSeconds.map { .seconds($0) } ?? .count(count!), progress: progress)
-        let flooded = flood?.stop() ?? 0
-        // Wait for fire-and-forget work (mixed, flood) so every sample is in before merging.
-        try await store.dispatch(Increment()).value
-        while store.sideEffectsRunning > 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+        // Every sample in (fire-and-forget work landed, helpers stopped) before merging.
+        let counts = try await workload.finish?() ?? [:]
         let elapsed = Double(nowNanoseconds() - started) / 1e9
-        stalls?.stop()
         recorders.setRecording(false)
         progress.finish()
-        let updatersApplied = store.state.counter - startCounter
         let interrupted = Interruption.shared.requested
 
         let merged = recorders.merged()
+        var throughput = ["top_level_per_second": Double(completed) / elapsed]
+        for (name, count) in counts { throughput["\(name)_per_second"] = count / elapsed }
         let result = BenchResult(
-            scenario: scenario.rawValue,
-            parameters: parameters(workers: workers),
+            scenario: scenario.name,
+            parameters: parameters(scenario, workers: workers),
             environment: .current(),
             durationSeconds: elapsed,
-            throughput: [
-                "top_level_per_second": Double(completed) / elapsed,
-                "updaters_applied_per_second": Double(updatersApplied) / elapsed,
-            ].merging(flood == nil ? [:] : ["flood_dispatches_per_second": Double(flooded) / elapsed]) { a, _ in a },
+            throughput: throughput,
             parallelism: .init(mean: merged.parallelismMean, max: merged.parallelismMax),
             harness: .init(sampleCostNanoseconds: Report.measureSampleCost()),
-            metrics: merged.histograms.reduce(into: [:]) { $0[$1.key.rawValue] = MetricSummary($1.value) },
+            metrics: merged.histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = MetricSummary($1.value) },
             histograms: encoded(merged.histograms),
             interrupted: interrupted ? true : nil
         )
@@ -303,7 +312,8 @@ struct Run: AsyncParsableCommand {
     enum Stop { case seconds(Double), count(Int) }
 
     /// Runs the workers until the stop condition; returns how many top-level items completed.
-    private func drive(store: BenchStore, run: RunContext, workers: Int, until stop: Stop, progress: Progress?) async throws -> Int {
+    private func drive(_ workload: BenchWorkload, endToEnd: BenchMetric, recorders: Recorders, workers: Int, until stop: Stop,
+                       progress: Progress?) async throws -> Int {
         let begin = nowNanoseconds()
         let end: UInt64? = if case let .seconds(s) = stop { begin + UInt64(s * 1e9) } else { nil }
         // --count N across the workers exactly: the first N % workers take one more (a worker may take none).
@@ -314,7 +324,6 @@ struct Run: AsyncParsableCommand {
         // Open loop: each worker's items are due every `interval` ns, from `begin`.
         let interval: UInt64? = rate.map { UInt64(Double(workers) / $0 * 1e9) }
         let done = AtomicCounter()
-        let scenario = self.scenario
         try await withThrowingTaskGroup(of: Void.self) { group in
             for worker in 0..<workers {
                 let perWorker = quota(worker)
@@ -334,17 +343,12 @@ struct Run: AsyncParsableCommand {
                             now = nowNanoseconds()
                         }
                         let intended = interval == nil ? now : due
-                        switch scenario {
-                        case .updaters:
-                            try await store.dispatch(TimedUpdate(dispatchedAt: nowNanoseconds(), run: run)).value
-                            run.recorders.record(.updaterEndToEnd, nowNanoseconds() &- intended)
-                        case .sideEffects, .flood:
-                            try await store.dispatch(TimedSideEffect(dispatchedAt: nowNanoseconds(), run: run)).value
-                            run.recorders.record(.sideEffectEndToEnd, nowNanoseconds() &- intended)
-                        case .mixed:
-                            try await store.dispatch(UserAction(dispatchedAt: nowNanoseconds(), run: run)).value
-                            run.recorders.record(.sideEffectEndToEnd, nowNanoseconds() &- intended)
+                        do {
+                            try await workload.item(worker)
+                        } catch {
+                            throw ValidationError("an item of the scenario failed, so the run stops: \(error)")
                         }
+                        recorders.record(endToEnd, nowNanoseconds() &- intended)
                         sent += 1
                         done.add(1)
                         if let interval { due &+= interval }
@@ -357,18 +361,27 @@ struct Run: AsyncParsableCommand {
         return done.value
     }
 
-    private func parameters(workers: Int) -> [String: BenchResult.Parameter] {
+    private func parameters(_ scenario: BenchScenario, workers: Int) -> [String: BenchResult.Parameter] {
         var p: [String: BenchResult.Parameter] = [
-            "scenario": .text(scenario.rawValue), "workers": .integer(workers), "warmup_s": .number(warmup),
-            "updaters_per_side_effect": .integer(updatersPerSideEffect), "spin_us": .number(spinUs), "sleep_us": .number(sleepUs),
-            "updater_spin_us": .number(updaterSpinUs), "listeners": .integer(listeners), "payload_bytes": .integer(payload),
+            "scenario": .text(scenario.name), "workers": .integer(workers), "warmup_s": .number(warmup),
             "loop": .text(rate == nil ? "closed" : "open"), "trace_backend": .text(traceBackend.rawValue),
-            "backlog_limit": backlogLimit.limit.map { .integer($0) } ?? .text("none"),
         ]
-        if scenario == .flood { p["flooders"] = .integer(flooders) }
         if let rate { p["rate_per_s"] = .number(rate) }
         if let count { p["count"] = .integer(count) } else { p["duration_s"] = .number(duration ?? 5) }
-        if let stallEvery { p["stall_every_s"] = .number(stallEvery); p["stall_ms"] = .number(stallMs) }
+        if scenario.builtIn {
+            p["updaters_per_side_effect"] = .integer(updatersPerSideEffect)
+            p["spin_us"] = .number(spinUs)
+            p["sleep_us"] = .number(sleepUs)
+            p["updater_spin_us"] = .number(updaterSpinUs)
+            p["listeners"] = .integer(listeners)
+            p["payload_bytes"] = .integer(payload)
+            p["backlog_limit"] = backlogLimit.limit.map { .integer($0) } ?? .text("none")
+            if scenario.name == "flood" { p["flooders"] = .integer(flooders) }
+            if let stallEvery { p["stall_every_s"] = .number(stallEvery); p["stall_ms"] = .number(stallMs) }
+        }
+        for (key, value) in scenarioOptions {
+            p["option.\(key)"] = Int(value).map { .integer($0) } ?? Double(value).map { .number($0) } ?? .text(value)
+        }
         return p
     }
 }

@@ -127,3 +127,91 @@ func mixedInterceptors() -> [StoreInterceptor] {
         ObserverInterceptor.observe([.onDispatch(FetchProfile.self, [ProfileFetched.self])]),
     ]
 }
+
+// MARK: - The built-in scenarios, defined as any user's are
+
+enum BuiltInScenarios {
+    static let all = [
+        builtIn("updaters", "P producers dispatching updaters, each awaited", endToEnd: .updaterEndToEnd, workersFromProducers: true) { store, run in
+            { _ in try await store.dispatch(TimedUpdate(dispatchedAt: nowNanoseconds(), run: run)).value }
+        },
+        builtIn("side-effects", "C workers, each keeping one side effect in flight that dispatches and awaits K updaters",
+                endToEnd: .sideEffectEndToEnd) { store, run in
+            { _ in try await store.dispatch(TimedSideEffect(dispatchedAt: nowNanoseconds(), run: run)).value }
+        },
+        builtIn("mixed", "an app: nested side effects, listeners, a logger and an observer interceptor",
+                endToEnd: .sideEffectEndToEnd, interceptors: true) { store, run in
+            { _ in try await store.dispatch(UserAction(dispatchedAt: nowNanoseconds(), run: run)).value }
+        },
+        builtIn("flood", "F threads firing updaters as fast as they can while C workers run side effects",
+                endToEnd: .sideEffectEndToEnd, flood: true) { store, run in
+            { _ in try await store.dispatch(TimedSideEffect(dispatchedAt: nowNanoseconds(), run: run)).value }
+        },
+    ]
+
+    /// A built-in scenario: a BenchStore configured from katana-bench's knobs, the item `item` makes for it, and
+    /// the measured-phase hooks every built-in shares (stall injection, flooders, waiting for fire-and-forget work).
+    static func builtIn(_ name: String, _ summary: String, endToEnd: BenchMetric, workersFromProducers: Bool = false,
+                        interceptors: Bool = false, flood: Bool = false,
+                        item: @escaping @Sendable (BenchStore, RunContext) -> @Sendable (Int) async throws -> Void) -> BenchScenario {
+        var scenario = BenchScenario(name, summary: summary, endToEnd: endToEnd) { context in
+            let knobs = context.knobs
+            let run = RunContext(recorders: context.recorders, updaterSpinNanoseconds: UInt64(knobs.updaterSpinUs * 1_000),
+                                 spinNanoseconds: UInt64(knobs.spinUs * 1_000), sleepNanoseconds: UInt64(knobs.sleepUs * 1_000),
+                                 updatersPerSideEffect: knobs.updatersPerSideEffect)
+            let payload = knobs.payload
+            let store = BenchStore(interceptors: interceptors ? mixedInterceptors() : [],
+                                   stateInitializer: { BenchState(payloadBytes: payload) },
+                                   configuration: .init(traceBackend: context.traceBackend, backlogLimit: knobs.backlogLimit))
+            for _ in 0..<knobs.listeners { store.addListener { _, new in blackHole(new.counter) } }
+            // flood: the flooding threads run from warm-up to the end of the measured phase.
+            let flooders = flood ? Flooders(count: knobs.flooders, store: store, run: run) : nil
+            flooders?.start()
+            let phase = MeasuredPhase()
+            return BenchWorkload(
+                whenMeasuring: { deadline in
+                    phase.start(counter: store.state.counter,
+                                stalls: knobs.stallEvery.map { StallInjector(every: $0, milliseconds: knobs.stallMs, store: store) })
+                    // Flooders stop when the measured time is up, not when the last worker's side effect gets
+                    // through: without a backlog limit that could take far longer than the run.
+                    if let deadline { flooders?.stop(at: deadline) }
+                },
+                finish: {
+                    let flooded = flooders?.stop() ?? 0
+                    // Wait for fire-and-forget work (mixed, flood) so every sample is in before merging.
+                    try await store.dispatch(Increment()).value
+                    while store.sideEffectsRunning > 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+                    var counts = ["updaters_applied": Double(phase.finish(counter: store.state.counter))]
+                    if flooders != nil { counts["flood_dispatches"] = Double(flooded) }
+                    return counts
+                },
+                item: item(store, run))
+        }
+        scenario.workersFromProducers = workersFromProducers
+        scenario.builtIn = true
+        return scenario
+    }
+}
+
+/// The built-ins' measured phase: the counter when it began (to count updaters applied) and the stall injector.
+final class MeasuredPhase: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var startCounter = 0
+    private var stalls: StallInjector?
+
+    func start(counter: Int, stalls: StallInjector?) {
+        stalls?.start()
+        lock.withLock {
+            startCounter = counter
+            self.stalls = stalls
+        }
+    }
+
+    /// Stops the stalls; the updaters applied since `start`.
+    func finish(counter: Int) -> Int {
+        let (start, stalls) = lock.withLock { (startCounter, self.stalls) }
+        stalls?.stop()
+        return counter - start
+    }
+}

@@ -248,3 +248,64 @@ extension LTTngRecordingTests {
         for result in [ok, usage, router] { #expect(!result.err.contains("ThreadSanitizer"), "\(result.err)") }
     }
 }
+
+/// The KatanaBench product in a user's package: the shop's own scenarios, with katana-bench's whole command line.
+@Suite struct BenchmarkExampleTests {
+    @Test func theShopsOwnScenariosGetKatanaBenchsCommandLine() async throws {
+        let binary = try await ExampleBuilds.shared.executable("order-bench", of: "OrderService")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("order-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func bench(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) { try runProcess(binary, arguments) }
+
+        let help = try bench(["--help"])
+        #expect(help.status == 0 && help.out.contains("OVERVIEW") && help.out.contains("compare") && help.out.contains("merge"), "\(help.out)")
+        let runHelp = try bench(["run", "--help"])
+        #expect(runHelp.out.contains("checkout (place an order and process it") && runHelp.out.contains("bookkeeping"), "\(runHelp.out)")
+
+        let a = directory.appendingPathComponent("a.json").path, chart = directory.appendingPathComponent("a.svg").path
+        let first = try bench(["-s", "checkout", "--count", "300", "--concurrency", "4", "--warmup", "0", "--repeat", "2",
+                               "--option", "io-us=50", "--trace-backend", "none", "--json", a, "--plot", chart])
+        try #require(first.status == 0, "\(first.err)")
+        #expect(first.out.contains("checkout.end_to_end") && first.out.contains("checkout.place_call"), "\(first.out)")
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: a))) as? [String: Any])
+        #expect(result["scenario"] as? String == "checkout")
+        #expect((result["repetitions"] as? [Any])?.count == 2)
+        let metrics = try #require(result["metrics"] as? [String: [String: Any]])
+        #expect(metrics["checkout.end_to_end"]?["count"] as? Int == 600, "every item timed: \(metrics.keys)")
+        #expect(metrics["checkout.place_call"]?["count"] as? Int == 600, "the scenario's own metric")
+        #expect((result["parameters"] as? [String: Any])?["option.io-us"] as? Int == 50)
+        #expect(try String(contentsOfFile: chart, encoding: .utf8).contains("checkout end-to-end"))
+
+        // compare and merge, as katana-bench's: the same run is no regression; two merged are one result.
+        #expect(try bench(["compare", a, a]).status == 0)
+        let merged = directory.appendingPathComponent("merged.json").path
+        #expect(try bench(["merge", a, a, "-o", merged]).status == 0)
+        let mergedResult = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: merged))) as? [String: Any])
+        #expect(((mergedResult["metrics"] as? [String: [String: Any]])?["checkout.end_to_end"]?["count"] as? Int) == 1_200)
+
+        // The other scenario, and bad input: an unknown scenario, a setup that refuses its option.
+        #expect(try bench(["-s", "bookkeeping", "--count", "200", "--warmup", "0", "--trace-backend", "none"]).status == 0)
+        let unknown = try bench(["-s", "nope"])
+        #expect(unknown.status == 2 && unknown.err.contains("choose from checkout, bookkeeping"), "\(unknown.err)")
+        let refused = try bench(["-s", "checkout", "--count", "10", "--option", "io-us=-5", "--trace-backend", "none"])
+        #expect(refused.status == 2 && refused.err.contains("io-us takes 0 to 1000000"), "\(refused.err)")
+    }
+}
+
+extension LTTngRecordingTests {
+    /// `--trace` in a user's benchmark CLI: the KatanaBench product links the LTTng provider.
+    @Test func aUsersBenchmarkRecordsItsOwnTrace() async throws {
+        try LTTngEnvironment.ensureSessiond()
+        let binary = try await ExampleBuilds.shared.executable("order-bench", of: "OrderService")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("order-bench-trace-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let outcome = try run([binary.path, "-s", "checkout", "--count", "100", "--warmup", "0", "--option", "io-us=10", "--trace", directory.path])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", directory.path])
+        try #require(analysis.status == 0, "\(analysis.err)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
+        let types = try #require(report["types"] as? [[String: Any]])
+        #expect(types.first { $0["name"] as? String == "OrderProcessing.ProcessOrder" }?["count"] as? Int == 100, "\(types.map { $0["name"]! })")
+    }
+}

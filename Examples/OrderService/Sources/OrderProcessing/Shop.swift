@@ -58,6 +58,7 @@ public struct PlaceOrder: StateUpdater {
 /// Takes the order's items from stock, or throws (and changes nothing) when there are too few.
 public struct ReserveStock: ThrowingStateUpdater {
     public let orderID: Int
+    public init(orderID: Int) { self.orderID = orderID }
     public func updateState(_ state: inout ShopState) throws {
         guard let order = state.orders[orderID] else { throw ShopError.unknownOrder(orderID) }
         let available = state.stock[order.sku, default: 0]
@@ -70,6 +71,10 @@ public struct ReserveStock: ThrowingStateUpdater {
 public struct RecordPayment: StateUpdater {
     public let orderID: Int
     public let amountCents: Int
+    public init(orderID: Int, amountCents: Int) {
+        self.orderID = orderID
+        self.amountCents = amountCents
+    }
     public func updateState(_ state: inout ShopState) {
         state.orders[orderID]?.status = .paid
         state.revenueCents += amountCents
@@ -78,6 +83,7 @@ public struct RecordPayment: StateUpdater {
 
 public struct MarkShipped: StateUpdater {
     public let orderID: Int
+    public init(orderID: Int) { self.orderID = orderID }
     public func updateState(_ state: inout ShopState) { state.orders[orderID]?.status = .shipped }
 }
 
