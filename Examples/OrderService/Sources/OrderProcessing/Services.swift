@@ -5,6 +5,8 @@ import Katana
 public struct PaymentGateway: Sendable {
     public var charge: @Sendable (_ orderID: Int, _ amountCents: Int) async throws -> Void
 
+    public init(charge: @escaping @Sendable (_ orderID: Int, _ amountCents: Int) async throws -> Void) { self.charge = charge }
+
     /// Takes 1–3 ms and declines every 13th order.
     public static let simulated = PaymentGateway { orderID, _ in
         try await Task.sleep(for: .microseconds(1_000 + (orderID * 7_919) % 2_000))
@@ -14,6 +16,8 @@ public struct PaymentGateway: Sendable {
 
 public struct Warehouse: Sendable {
     public var ship: @Sendable (_ orderID: Int) async throws -> Void
+
+    public init(ship: @escaping @Sendable (_ orderID: Int) async throws -> Void) { self.ship = ship }
 
     /// Takes 2 ms.
     public static let simulated = Warehouse { _ in try await Task.sleep(for: .milliseconds(2)) }
