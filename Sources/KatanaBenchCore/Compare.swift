@@ -22,9 +22,9 @@ struct Compare: ParsableCommand {
     var baseline: String
     @Argument(help: "The current result.")
     var current: String
-    @Option(help: "Allowed worsening: a percentage for every metric (10 or 10%), or <metric>=<percentage> for one (side_effect.end_to_end.p99=30%). Repeat for several. Default 10%.")
+    @Option(parsing: .unconditionalSingleValue, help: "Allowed worsening: a percentage for every metric (10 or 10%), or <metric>=<percentage> for one (side_effect.end_to_end.p99=30%). Repeat for several. Default 10%.")
     var threshold: [String] = []
-    @Option(help: "Significance level of the one-sided Mann-Whitney U test, between 0 and 0.5.")
+    @Option(parsing: .unconditional, help: "Significance level of the one-sided Mann-Whitney U test, between 0 and 0.5.")
     var alpha: Double = 0.05
     @Option(name: .long, parsing: .upToNextOption,
             help: "Metrics to judge, as <histogram>.<field> (e.g. side_effect.end_to_end.p99) or throughput.<name>. Default: every end-to-end p50 and p99, and throughput.")

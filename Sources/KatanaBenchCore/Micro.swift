@@ -20,10 +20,10 @@ struct Micro: AsyncParsableCommand {
         case intervals
     }
 
-    @Option(name: .long, help: "Dispatches per run (side effects: a tenth of this).")
+    @Option(name: .long, parsing: .unconditional, help: "Dispatches per run (side effects: a tenth of this).")
     var iterations: Int = 1_000_000
 
-    @Option(name: .long, help: "Runs per case; the median is reported.")
+    @Option(name: .long, parsing: .unconditional, help: "Runs per case; the median is reported.")
     var runs: Int = 5
 
     @Option(name: .long, parsing: .upToNextOption, help: "Cases to run (default: all): \(Case.allCases.map(\.rawValue).joined(separator: ", ")).")
@@ -38,7 +38,7 @@ struct Micro: AsyncParsableCommand {
     @Option(name: .long, help: "Trace backend: default (LTTng when compiled in), lttng, none.")
     var backend: Backend = .default
 
-    @Option(name: .long, help: "Bytes of payload in the state (0: the state is a bare counter, as in the budget).")
+    @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the budget).")
     var payload: Int = 0
 
     @Option(name: .long, help: "Write the figures as JSON to this file.")

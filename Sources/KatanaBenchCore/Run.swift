@@ -43,41 +43,41 @@ struct Run: AsyncParsableCommand {
     var scenario: String = BenchScenarios.defaultName
     @Option(name: .customLong("option"), help: ArgumentHelp("A scenario's own setting, key=value (repeat for several); recorded among the parameters.", valueName: "key=value"))
     var options: [String] = []
-    @Option(help: "Producer tasks dispatching state updaters (updaters scenario).")
+    @Option(parsing: .unconditional, help: "Producer tasks dispatching state updaters (updaters scenario).")
     var producers: Int = 2
-    @Option(help: "flood: threads that fire-and-forget updaters as fast as they can, timing each dispatch call, while --concurrency workers run awaiting side effects.")
+    @Option(parsing: .unconditional, help: "flood: threads that fire-and-forget updaters as fast as they can, timing each dispatch call, while --concurrency workers run awaiting side effects.")
     var flooders: Int = 4
     @Option(help: "The store's backlog limit (flood policy): a positive number, none, or default (\(StoreConfiguration.defaultBacklogLimit)).")
     var backlogLimit: BacklogLimit = .storeDefault
-    @Option(help: "Concurrent workers, each keeping one side effect in flight (side-effects, mixed).")
+    @Option(parsing: .unconditional, help: "Concurrent workers, each keeping one side effect in flight (side-effects, mixed).")
     var concurrency: Int = 8
-    @Option(help: "Top-level dispatches to measure, split exactly across producers/workers (not with --duration).")
+    @Option(parsing: .unconditional, help: "Top-level dispatches to measure, split exactly across producers/workers (not with --duration).")
     var count: Int?
-    @Option(help: "Seconds to measure (default 5 when --count is not given).")
+    @Option(parsing: .unconditional, help: "Seconds to measure (default 5 when --count is not given).")
     var duration: Double?
-    @Option(help: "Seconds of warm-up before measuring (not recorded).")
+    @Option(parsing: .unconditional, help: "Seconds of warm-up before measuring (not recorded).")
     var warmup: Double = 1
-    @Option(help: "Open loop: top-level dispatches per second in total (default: closed loop).")
+    @Option(parsing: .unconditional, help: "Open loop: top-level dispatches per second in total (default: closed loop).")
     var rate: Double?
-    @Option(help: "Updaters each side effect dispatches and awaits.")
+    @Option(parsing: .unconditional, help: "Updaters each side effect dispatches and awaits.")
     var updatersPerSideEffect: Int = 4
-    @Option(help: "Simulated CPU work per side effect, µs (busy spin).")
+    @Option(parsing: .unconditional, help: "Simulated CPU work per side effect, µs (busy spin).")
     var spinUs: Double = 0
-    @Option(help: "Simulated I/O per side effect, µs (Task.sleep).")
+    @Option(parsing: .unconditional, help: "Simulated I/O per side effect, µs (Task.sleep).")
     var sleepUs: Double = 0
-    @Option(help: "Simulated work inside each updater, µs (busy spin; slows the whole lane).")
+    @Option(parsing: .unconditional, help: "Simulated work inside each updater, µs (busy spin; slows the whole lane).")
     var updaterSpinUs: Double = 0
-    @Option(help: "Listeners subscribed to the store.")
+    @Option(parsing: .unconditional, help: "Listeners subscribed to the store.")
     var listeners: Int = 1
-    @Option(help: "Bytes of payload in the state (copied when listeners keep old states).")
+    @Option(parsing: .unconditional, help: "Bytes of payload in the state (copied when listeners keep old states).")
     var payload: Int = 0
-    @Option(help: "Inject a stall: every N seconds one updater spins for --stall-ms (to see it in open-loop percentiles).")
+    @Option(parsing: .unconditional, help: "Inject a stall: every N seconds one updater spins for --stall-ms (to see it in open-loop percentiles).")
     var stallEvery: Double?
-    @Option(help: "Length of an injected stall, ms.")
+    @Option(parsing: .unconditional, help: "Length of an injected stall, ms.")
     var stallMs: Double = 50
     @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none.")
     var traceBackend: Micro.Backend = .default
-    @Option(name: .customLong("repeat"), help: "Independent repetitions (each a fresh store, warm-up and measured phase); --json keeps each one's figures so `compare` can test significance (use 5 or more).")
+    @Option(name: .customLong("repeat"), parsing: .unconditional, help: "Independent repetitions (each a fresh store, warm-up and measured phase); --json keeps each one's figures so `compare` can test significance (use 5 or more).")
     var repetitions: Int = 1
     @Option(help: "Write all figures, parameters and environment as JSON to this file.")
     var json: String?

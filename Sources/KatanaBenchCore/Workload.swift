@@ -15,25 +15,25 @@ struct Workload: AsyncParsableCommand {
         case lttng, memory, both, none
     }
 
-    @Option(help: "Rounds: each is one parent side effect with its children.")
+    @Option(parsing: .unconditional, help: "Rounds: each is one parent side effect with its children.")
     var rounds: Int = 500
-    @Option(help: "Children per parent; they rendezvous, so peak parallelism is children + 1.")
+    @Option(parsing: .unconditional, help: "Children per parent; they rendezvous, so peak parallelism is children + 1.")
     var children: Int = 4
-    @Option(help: "Updaters each child dispatches and awaits.")
+    @Option(parsing: .unconditional, help: "Updaters each child dispatches and awaits.")
     var updatersPerChild: Int = 25
-    @Option(help: "Fire-and-forget updaters each parent dispatches.")
+    @Option(parsing: .unconditional, help: "Fire-and-forget updaters each parent dispatches.")
     var updatersPerParent: Int = 95
     @Option(help: "Trace backend: \(Backend.allCases.map(\.rawValue).joined(separator: ", ")).")
     var backend: Backend = .lttng
-    @Option(help: "Before starting, wait up to this many seconds for an LTTng session to enable katana events (0: don't wait).")
+    @Option(parsing: .unconditional, help: "Before starting, wait up to this many seconds for an LTTng session to enable katana events (0: don't wait).")
     var waitForSession: Double = 0
     @Option(help: "Write a JSON summary (dispatch counts, in-memory maximum parallelism, final counter) here.")
     var summary: String?
-    @Option(help: "Give Child a latency budget of this many milliseconds (flight recorder: over it, katana:budget_exceeded).")
+    @Option(parsing: .unconditional, help: "Give Child a latency budget of this many milliseconds (flight recorder: over it, katana:budget_exceeded).")
     var childBudgetMs: Double?
-    @Option(help: "Make the first child of this round (1-based) slow by --slow-ms (0: none).")
+    @Option(parsing: .unconditional, help: "Make the first child of this round (1-based) slow by --slow-ms (0: none).")
     var slowRound: Int = 0
-    @Option(help: "How many milliseconds the slow child sleeps.")
+    @Option(parsing: .unconditional, help: "How many milliseconds the slow child sleeps.")
     var slowMs: Double = 50
 
     func validate() throws {

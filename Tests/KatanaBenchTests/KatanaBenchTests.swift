@@ -657,3 +657,25 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         #expect(outcome.status == 2 && outcome.err.contains("cannot be combined with --trace-backend none"), "\(outcome.err)")
     }
 }
+
+@Suite struct NegativeNumberTests {
+    /// A negative number reaches the option's range check (it was taken for an option: "Missing value").
+    @Test(arguments: [(["run", "--producers", "-1"], "--producers must be from 1 to 4096 (got -1)"),
+                      (["run", "--duration", "-2"], "--duration must be from 0.001 to 86400.0 s (got -2.0)"),
+                      (["micro", "--runs", "-3"], "--runs must be from 1"),
+                      (["workload", "--rounds", "-4"], "--rounds must be from")])
+    func negativeNumbersAreOutOfRangeNotMissing(_ arguments: [String], _ message: String) throws {
+        let outcome = try bench(arguments)
+        #expect(outcome.status == 2, "\(arguments): \(outcome.status)")
+        #expect(outcome.err.contains(message) && !outcome.err.contains("Missing value"), "\(outcome.err)")
+    }
+
+    @Test func aNegativeThresholdIsNamed() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("a.json").path
+        try Report.writeJSON(result(p99: 100_000, throughput: 1_000), to: path)
+        let outcome = try bench(["compare", path, path, "--threshold", "-5"])
+        #expect(outcome.status == 2 && outcome.err.contains("percentage from 0 to 10000") && outcome.err.contains("got -5"), "\(outcome.err)")
+    }
+}
