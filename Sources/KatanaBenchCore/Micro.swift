@@ -66,9 +66,25 @@ struct Micro: AsyncParsableCommand {
         for item in cases {
             switch item {
             case .fireAndForget:
-                let perOp = median((0..<runs).map { _ in fireAndForget(count: iterations, backend: backend) })
+                var perOps: [Double] = [], floors: [Double] = [], events: [Double] = []
+                for _ in 0..<runs {
+                    perOps.append(fireAndForget(count: iterations, backend: backend))
+                    floors.append(Floors.lockAndListener(count: iterations))
+                    if let event = Floors.rawEvent(count: iterations, backend: backend) { events.append(event) }
+                }
+                let perOp = median(perOps), floor = median(floors)
                 figures["fire_and_forget_ns_per_op"] = perOp
-                print(String(format: "fire-and-forget updater dispatch   %9.1f ns/op   (budget ≤ 100)", perOp))
+                figures["fire_and_forget_floor_ns"] = floor
+                figures["fire_and_forget_ratio"] = perOp / floor
+                print(String(format: "fire-and-forget updater dispatch   %9.1f ns/op   %5.1f× its floor (a locked update and a listener call: %.1f ns); budget ≤ 100 ns",
+                             perOp, perOp / floor, floor))
+                if !events.isEmpty {
+                    // A recorded dispatch emits three events: its floor is three raw events.
+                    let event = median(events)
+                    figures["raw_lttng_event_floor_ns"] = event
+                    figures["recorded_dispatch_ratio"] = perOp / (3 * event)
+                    print(String(format: "  recording: %5.1f× three raw LTTng events (%.1f ns each)", perOp / (3 * event), event))
+                }
             case .roundTrip:
                 var p50s: [Double] = []
                 var p99s: [Double] = []
@@ -82,22 +98,31 @@ struct Micro: AsyncParsableCommand {
                 print(String(format: "awaited updater round trip   p50 %9.1f ns  p99 %9.1f ns   (budget ≤ 1000 / ≤ 10000)",
                              median(p50s), median(p99s)))
             case .sideEffects:
-                var perOps: [Double] = []
-                for _ in 0..<runs { perOps.append(try await sideEffects(count: iterations / 10, backend: backend)) }
-                figures["side_effect_ns_per_op"] = median(perOps)
-                print(String(format: "side effect awaiting one updater   %9.1f ns/op   (budget ≤ 2000)", median(perOps)))
+                var perOps: [Double] = [], floors: [Double] = []
+                for _ in 0..<runs {
+                    perOps.append(try await sideEffects(count: iterations / 10, backend: backend))
+                    floors.append(await Floors.taskSpawnAndAwait(count: iterations / 10))
+                }
+                let perOp = median(perOps), floor = median(floors)
+                figures["side_effect_ns_per_op"] = perOp
+                figures["side_effect_floor_ns"] = floor
+                figures["side_effect_ratio"] = perOp / floor
+                print(String(format: "side effect awaiting one updater   %9.1f ns/op   %5.1f× its floor (a Task doing a locked update, spawned and awaited: %.1f ns); budget ≤ 1.5×",
+                             perOp, perOp / floor, floor))
             case .twoProducers:
-                var ones: [Double] = []
-                var twos: [Double] = []
+                var ones: [Double] = [], twos: [Double] = [], floors: [Double] = []
                 for _ in 0..<runs {
                     ones.append(try await producers(1, count: iterations, backend: backend))
                     twos.append(try await producers(2, count: iterations, backend: backend))
+                    floors.append(Floors.twoThreadsOnOneLock(count: iterations))
                 }
-                let one = median(ones)
-                let two = median(twos)
+                let one = median(ones), two = median(twos), floor = median(floors)
                 figures["one_producer_ns_per_op"] = one
                 figures["two_producers_ns_per_op"] = two
-                print(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op (aggregate; budget: two ≤ one)", one, two))
+                figures["two_producers_floor_ns"] = floor
+                figures["two_producers_ratio"] = two / floor
+                print(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op aggregate   %5.1f× its floor (two threads on one lock: %.1f ns); budget ≤ 3×",
+                             one, two, two / floor, floor))
             case .listeners:
                 let perOp = median((0..<runs).map { _ in
                     fireAndForget(count: iterations, backend: backend, listeners: Micro.listenerCount)
@@ -105,11 +130,19 @@ struct Micro: AsyncParsableCommand {
                 figures["listeners_ns_per_op"] = perOp
                 print(String(format: "dispatch to %d listeners            %9.1f ns/op", Micro.listenerCount, perOp))
             case .interceptors:
-                let perOp = median((0..<runs).map { _ in
-                    fireAndForget(count: iterations, backend: backend, interceptors: Micro.interceptorCount)
-                })
+                var withChain: [Double] = [], added: [Double] = [], floors: [Double] = []
+                for _ in 0..<runs {
+                    let through = fireAndForget(count: iterations, backend: backend, interceptors: Micro.interceptorCount)
+                    withChain.append(through)
+                    added.append(through - fireAndForget(count: iterations, backend: backend))
+                    floors.append(Floors.closureCalls(count: iterations, depth: Micro.interceptorCount))
+                }
+                let perOp = median(withChain), extra = median(added), floor = median(floors)
                 figures["interceptors_ns_per_op"] = perOp
-                print(String(format: "dispatch through %d interceptors    %9.1f ns/op", Micro.interceptorCount, perOp))
+                figures["interceptors_added_ns_per_op"] = extra
+                figures["interceptors_floor_ns"] = floor
+                print(String(format: "dispatch through %d interceptors    %9.1f ns/op   +%.1f ns over none (its floor, %d closure calls: %.1f ns); budget ≤ +50 ns",
+                             Micro.interceptorCount, perOp, extra, Micro.interceptorCount, floor))
             case .intervals:
                 var direct: [Double] = []
                 var closure: [Double] = []

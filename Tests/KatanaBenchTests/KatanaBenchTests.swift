@@ -210,6 +210,27 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(outcome.out.contains("4 listeners") && outcome.out.contains("3 interceptors"))
     }
 
+    /// Each figure beside its floor, measured in the same run, and their ratio (what the budgets are stated in).
+    @Test func figuresComeWithTheirFloorsAndRatios() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let json = directory.appendingPathComponent("micro.json").path
+        let outcome = try bench(["micro", "--only", "fire-and-forget", "side-effects", "two-producers", "interceptors",
+                                 "--iterations", "4000", "--runs", "1", "--backend", "none", "--json", json])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Double])
+        for (figure, floor, ratio) in [("fire_and_forget_ns_per_op", "fire_and_forget_floor_ns", "fire_and_forget_ratio"),
+                                       ("side_effect_ns_per_op", "side_effect_floor_ns", "side_effect_ratio"),
+                                       ("two_producers_ns_per_op", "two_producers_floor_ns", "two_producers_ratio")] {
+            let value = try #require(figures[figure]), base = try #require(figures[floor], "no \(floor)"), quotient = try #require(figures[ratio])
+            #expect(base > 0 && base.isFinite)
+            #expect(abs(quotient - value / base) < 1e-6 * quotient, "\(ratio) is \(figure) / \(floor)")
+        }
+        #expect(figures["interceptors_added_ns_per_op"] != nil && (figures["interceptors_floor_ns"] ?? 0) > 0)
+        #expect(figures["raw_lttng_event_floor_ns"] == nil, "no session: no raw-event floor")
+        #expect(outcome.out.contains("× its floor"), "\(outcome.out)")
+    }
+
     @Test func anUnknownCaseIsRejected() throws {
         let outcome = try bench(["micro", "--only", "teleport"])
         #expect(outcome.status != 0)

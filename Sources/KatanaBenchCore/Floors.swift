@@ -1,0 +1,105 @@
+import Foundation
+import Glibc
+import KatanaTrace
+
+/// The floors `micro` measures beside each figure, in the same run: the least any store could cost for the same
+/// work on this machine, so a budget can be a ratio that means the same on a noisy or a faster machine.
+enum Floors {
+    /// A pthread mutex around a counter — the primitive the Store's lane uses — with nothing else.
+    final class LockedCounter: @unchecked Sendable {
+        // `value` is guarded by `mutex`.
+        private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        private var value = 0
+
+        init() {
+            mutex.initialize(to: pthread_mutex_t())
+            pthread_mutex_init(mutex, nil)
+        }
+
+        deinit {
+            pthread_mutex_destroy(mutex)
+            mutex.deallocate()
+        }
+
+        @inline(never)
+        func increment() -> Int {
+            pthread_mutex_lock(mutex)
+            value &+= 1
+            let result = value
+            pthread_mutex_unlock(mutex)
+            return result
+        }
+
+        var current: Int {
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return value
+        }
+    }
+
+    /// Fire-and-forget's floor: on one thread, a locked update and a call of a listener closure, per op.
+    static func lockAndListener(count: Int) -> Double {
+        let counter = LockedCounter()
+        let listener = opaque { (value: Int) in blackHole(value) }
+        let start = nowNanoseconds()
+        for _ in 0..<count { listener(counter.increment()) }
+        let elapsed = nowNanoseconds() - start
+        precondition(counter.current == count)
+        return Double(elapsed) / Double(count)
+    }
+
+    /// Two producers' floor: two threads updating one locked counter, aggregate ns per update.
+    static func twoThreadsOnOneLock(count: Int) -> Double {
+        let counter = LockedCounter()
+        let perThread = count / 2
+        let start = nowNanoseconds()
+        DispatchQueue.concurrentPerform(iterations: 2) { _ in
+            for _ in 0..<perThread { blackHole(counter.increment()) }
+        }
+        let elapsed = nowNanoseconds() - start
+        precondition(counter.current == perThread * 2)
+        return Double(elapsed) / Double(perThread * 2)
+    }
+
+    /// A side effect's floor: `count` unstructured tasks, each one locked update, spawned at once and all awaited;
+    /// ns per task.
+    static func taskSpawnAndAwait(count: Int) async -> Double {
+        let counter = LockedCounter()
+        var tasks: [Task<Void, Never>] = []
+        tasks.reserveCapacity(count)
+        let start = nowNanoseconds()
+        for _ in 0..<count { tasks.append(Task { blackHole(counter.increment()) }) }
+        for task in tasks { await task.value }
+        let elapsed = nowNanoseconds() - start
+        precondition(counter.current == count)
+        return Double(elapsed) / Double(count)
+    }
+
+    /// A recorded dispatch's floor: one raw LTTng-UST event through the provider (`listeners_notified`, 16 bytes of
+    /// payload), per op — only when a session records it.
+    static func rawEvent(count: Int, backend: any TraceBackend) -> Double? {
+        guard let native = backend as? NativeTraceBackend, native.isEnabled else { return nil }
+        let start = nowNanoseconds()
+        for index in 0..<count { native.listenersNotified(storeID: 0, changes: UInt32(truncatingIfNeeded: index), listeners: 0) }
+        return Double(nowNanoseconds() - start) / Double(count)
+    }
+
+    /// Three pass-through closure calls (what 3 interceptors do at the least), per op.
+    static func closureCalls(count: Int, depth: Int) -> Double {
+        var chain: (Int) -> Int = { $0 &+ 1 }
+        for _ in 0..<depth {
+            let next = chain
+            chain = opaque { value in next(value) }
+        }
+        let start = nowNanoseconds()
+        var sum = 0
+        for index in 0..<count { sum &+= chain(index) }
+        let elapsed = nowNanoseconds() - start
+        blackHole(sum)
+        return Double(elapsed) / Double(count)
+    }
+}
+
+/// Hides a closure from the optimiser, so a floor measures a real call.
+@inline(never)
+func opaque<A, B>(_ body: @escaping (A) -> B) -> (A) -> B { body }
