@@ -612,7 +612,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     final func runUpdaterChain(
         _ updater: any AnyStateUpdater, _ chain: StoreInterceptorChain, recordChanges: Bool
     ) -> (LaneResult, DispatchOutcome) {
-        var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .stateUpdater, recordChanges: recordChanges)
+        var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .stateUpdater, recordChanges: recordChanges,
+                                      applyUpdater: { store, updater, record throws(KatanaError) in
+                                          try unsafeDowncast(store, to: PartialStore<S>.self).apply(updater, recordChanges: record)
+                                      })
         let thrown: (any Error)? = InterceptionFrames.with(&frame) {
             do {
                 try chain(updater)
@@ -642,7 +645,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         if let frame = InterceptionFrames.current(for: ObjectIdentifier(self)), !frame.pointee.nextCalled {
             frame.pointee.nextCalled = true
             if frame.pointee.kind == .stateUpdater, let updater = item._katanaStateUpdater, item._katanaSideEffect == nil {
-                do { try apply(updater, recordChanges: frame.pointee.recordChanges) } catch { throw KatanaError.surfaced(error) }
+                do {
+                    if let applyUpdater = frame.pointee.applyUpdater {
+                        try applyUpdater(self, updater, frame.pointee.recordChanges)
+                    } else {
+                        try apply(updater, recordChanges: frame.pointee.recordChanges)
+                    }
+                } catch { throw KatanaError.surfaced(error) }
                 frame.pointee.applied = true
             } else {
                 frame.pointee.replacement = item
@@ -766,8 +775,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                 guard let self else { throw KatanaError.storeReleased }
                 try self.interceptedNext(item)
             }
-            let handlers = interceptors.map { $0(context) }
-            chain = handlers.reversed().reduce(last) { next, handler in handler(next) }
+            // Composed with a plain loop: through `map` and `reduce` (generic over the closure type) every link was
+            // stored re-abstracted, and each dispatch then went through two thunks per interceptor.
+            var handlers: [@Sendable (@escaping StoreInterceptorNext) -> StoreInterceptorChain] = []
+            for interceptor in interceptors { handlers.append(interceptor(context)) }
+            var next: StoreInterceptorChain = last
+            for handler in handlers.reversed() { next = handler(next) }
+            chain = next
         }
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
         while true {
