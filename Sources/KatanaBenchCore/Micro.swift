@@ -44,6 +44,10 @@ struct Micro: AsyncParsableCommand {
     @Option(name: .long, help: "Write the figures as JSON to this file.")
     var json: String?
 
+    @Flag(name: .customLong("floors"), inversion: .prefixedNo,
+          help: "Measure each figure's floor in the same run and print the ratio (--no-floors: the figures alone, as the callgrind gate counts them).")
+    var floors = true
+
     func validate() throws {
         try checkRange(iterations, 10...1_000_000_000, "--iterations")
         try checkRange(payload, 0...(1 << 30), "--payload", unit: "bytes")
@@ -69,11 +73,16 @@ struct Micro: AsyncParsableCommand {
                 var perOps: [Double] = [], floors: [Double] = [], events: [Double] = []
                 for _ in 0..<runs {
                     perOps.append(fireAndForget(count: iterations, backend: backend))
+                    guard self.floors else { continue }
                     floors.append(Floors.lockAndListener(count: iterations))
                     if let event = Floors.rawEvent(count: iterations, backend: backend) { events.append(event) }
                 }
                 let perOp = median(perOps), floor = median(floors)
                 figures["fire_and_forget_ns_per_op"] = perOp
+                guard self.floors else {
+                    print(String(format: "fire-and-forget updater dispatch   %9.1f ns/op   (budget ≤ 100)", perOp))
+                    continue
+                }
                 figures["fire_and_forget_floor_ns"] = floor
                 figures["fire_and_forget_ratio"] = perOp / floor
                 print(String(format: "fire-and-forget updater dispatch   %9.1f ns/op   %5.1f× its floor (a locked update and a listener call: %.1f ns); budget ≤ 100 ns",
@@ -101,10 +110,14 @@ struct Micro: AsyncParsableCommand {
                 var perOps: [Double] = [], floors: [Double] = []
                 for _ in 0..<runs {
                     perOps.append(try await sideEffects(count: iterations / 10, backend: backend))
-                    floors.append(await Floors.taskSpawnAndAwait(count: iterations / 10))
+                    if self.floors { floors.append(await Floors.taskSpawnAndAwait(count: iterations / 10)) }
                 }
                 let perOp = median(perOps), floor = median(floors)
                 figures["side_effect_ns_per_op"] = perOp
+                guard self.floors else {
+                    print(String(format: "side effect awaiting one updater   %9.1f ns/op", perOp))
+                    continue
+                }
                 figures["side_effect_floor_ns"] = floor
                 figures["side_effect_ratio"] = perOp / floor
                 print(String(format: "side effect awaiting one updater   %9.1f ns/op   %5.1f× its floor (a Task doing a locked update, spawned and awaited: %.1f ns); budget ≤ 1.5×",
@@ -114,11 +127,15 @@ struct Micro: AsyncParsableCommand {
                 for _ in 0..<runs {
                     ones.append(try await producers(1, count: iterations, backend: backend))
                     twos.append(try await producers(2, count: iterations, backend: backend))
-                    floors.append(Floors.twoThreadsOnOneLock(count: iterations))
+                    if self.floors { floors.append(Floors.twoThreadsOnOneLock(count: iterations)) }
                 }
                 let one = median(ones), two = median(twos), floor = median(floors)
                 figures["one_producer_ns_per_op"] = one
                 figures["two_producers_ns_per_op"] = two
+                guard self.floors else {
+                    print(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op aggregate", one, two))
+                    continue
+                }
                 figures["two_producers_floor_ns"] = floor
                 figures["two_producers_ratio"] = two / floor
                 print(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op aggregate   %5.1f× its floor (two threads on one lock: %.1f ns); budget ≤ 3×",
@@ -134,11 +151,16 @@ struct Micro: AsyncParsableCommand {
                 for _ in 0..<runs {
                     let through = fireAndForget(count: iterations, backend: backend, interceptors: Micro.interceptorCount)
                     withChain.append(through)
+                    guard self.floors else { continue }
                     added.append(through - fireAndForget(count: iterations, backend: backend))
                     floors.append(Floors.closureCalls(count: iterations, depth: Micro.interceptorCount))
                 }
                 let perOp = median(withChain), extra = median(added), floor = median(floors)
                 figures["interceptors_ns_per_op"] = perOp
+                guard self.floors else {
+                    print(String(format: "dispatch through %d interceptors    %9.1f ns/op", Micro.interceptorCount, perOp))
+                    continue
+                }
                 figures["interceptors_added_ns_per_op"] = extra
                 figures["interceptors_floor_ns"] = floor
                 print(String(format: "dispatch through %d interceptors    %9.1f ns/op   +%.1f ns over none (its floor, %d closure calls: %.1f ns); budget ≤ +50 ns",
