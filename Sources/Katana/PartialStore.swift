@@ -68,6 +68,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
+    /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
+    @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // laneLock
+    /// The lane holder's snapshot of `listenersNeedOldState` for the items it applies now.
+    @usableFromInline @exclusivity(unchecked) final var keepOldStates = false  // lane holder
+    /// New-state listeners only: a change was applied in this batch and not yet delivered.
+    @usableFromInline @exclusivity(unchecked) final var newStatePending = false  // lane holder
     @usableFromInline @exclusivity(unchecked) final var finished: [(HandleCell, (any Error)?)] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
 
@@ -166,12 +172,31 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// which the listener is not called again.
     @discardableResult
     public final func addListener(_ listener: @escaping @Sendable (_ oldState: S, _ newState: S) -> Void) -> StoreUnsubscribe {
-        let box = ListenerBox(listener)
-        laneLock.withLock { listeners.append(box) }
+        subscribe(ListenerBox(listener))
+    }
+
+    /// Calls `listener` with the new state after every applied state updater from now on, in order, on the
+    /// configured listener executor — without the old state, so the store keeps no copy of it: a large state
+    /// changed in place costs what a small one does (an `(old, new)` listener makes every change copy the state).
+    /// Changes applied together in one batch (while other threads were dispatching) may arrive as one call with
+    /// the state after the last of them, as Redux's `subscribe` behaves. Unsubscribe with the returned closure.
+    @discardableResult
+    public final func addListener(newState listener: @escaping @Sendable (_ newState: S) -> Void) -> StoreUnsubscribe {
+        subscribe(ListenerBox(newState: listener))
+    }
+
+    final func subscribe(_ box: ListenerBox<S>) -> StoreUnsubscribe {
+        laneLock.withLock {
+            listeners.append(box)
+            listenersNeedOldState = listeners.contains { $0.needsOldState }
+        }
         return { [weak self] in
             box.deactivate()
             guard let self else { return }
-            self.laneLock.withLock { self.listeners.removeAll { $0 === box } }
+            self.laneLock.withLock {
+                self.listeners.removeAll { $0 === box }
+                self.listenersNeedOldState = self.listeners.contains { $0.needsOldState }
+            }
         }
     }
 
@@ -293,6 +318,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             return DispatchHandle(cell)
         }
         let listeners = self.listeners
+        keepOldStates = listenersNeedOldState
         if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
 
@@ -305,6 +331,14 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             if listeners.isEmpty {
                 do { try updater._apply(to: &_state) } catch { failure = error }
                 unlockStateAfterApplying()
+            } else if !keepOldStates {
+                // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
+                do { try updater._apply(to: &_state) } catch { failure = error }
+                let new = _state
+                unlockStateAfterApplying()
+                if failure == nil {
+                    for listener in listeners { listener.call(new: new) }
+                }
             } else {
                 let old = _state
                 do { try updater._apply(to: &_state) } catch { failure = error }
@@ -351,6 +385,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             return
         }
         let listeners = self.listeners
+        keepOldStates = listenersNeedOldState
         if item.id != 0, !alreadyTraced { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
         finish(item, process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty))
@@ -473,6 +508,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
         wakeProducersIfRoom()
         let listeners = self.listeners
+        keepOldStates = listenersNeedOldState
         laneLock.unlock()
 
         let record = !listeners.isEmpty
@@ -599,10 +635,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// goes to the batch's `changes` for the listeners.
     @inlinable
     final func applyLocked(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
-        if recordChanges {
+        if recordChanges, keepOldStates {
             let old = _state
             try updater._apply(to: &_state)
             changes.append((old, _state))
+        } else if recordChanges {
+            try updater._apply(to: &_state)
+            newStatePending = true
         } else {
             try updater._apply(to: &_state)
         }
@@ -664,6 +703,21 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     @inlinable
     final func deliverChanges(to listeners: [ListenerBox<S>]) {
+        if newStatePending {
+            // New-state listeners only: the state after the batch, once.
+            newStatePending = false
+            let state = stateLock.withLock { _state }
+            if listenersAreInline {
+                for listener in listeners { listener.call(new: state) }
+            } else {
+                configuration.listenerExecutor.run {
+                    for listener in listeners { listener.call(new: state) }
+                }
+            }
+            if tracer.isEnabled {
+                tracer.listenersNotified(storeID: storeID, changes: 1, listeners: UInt32(clamping: listeners.count))
+            }
+        }
         guard !changes.isEmpty else { return }
         let count = changes.count
         if listenersAreInline {

@@ -52,17 +52,40 @@ enum HeldItem {
 
 @usableFromInline
 final class ListenerBox<S: State>: Sendable {
-    @usableFromInline let listener: @Sendable (S, S) -> Void
+    /// An `(old, new)` listener, or nil for a new-state one.
+    @usableFromInline let listener: (@Sendable (S, S) -> Void)?
+    /// A new-state listener (`addListener(newState:)`), or nil.
+    @usableFromInline let newStateListener: (@Sendable (S) -> Void)?
     @usableFromInline let active = Atomic<Bool>(true)
 
     @inlinable
-    init(_ listener: @escaping @Sendable (S, S) -> Void) { self.listener = listener }
+    init(_ listener: @escaping @Sendable (S, S) -> Void) {
+        self.listener = listener
+        newStateListener = nil
+    }
+
+    @inlinable
+    init(newState listener: @escaping @Sendable (S) -> Void) {
+        self.listener = nil
+        newStateListener = listener
+    }
+
+    /// Whether it needs the state before each change (so the store must keep a copy of it).
+    @inlinable var needsOldState: Bool { listener != nil }
 
     @usableFromInline
     func deactivate() { active.store(false, ordering: .releasing) }
 
     @inlinable
     func call(_ old: S, _ new: S) {
-        if active.load(ordering: .acquiring) { listener(old, new) }
+        guard active.load(ordering: .acquiring) else { return }
+        if let listener { listener(old, new) } else { newStateListener?(new) }
+    }
+
+    /// For a batch delivered without old states (no listener needs them).
+    @inlinable
+    func call(new: S) {
+        guard active.load(ordering: .acquiring) else { return }
+        if let newStateListener { newStateListener(new) } else { listener?(new, new) }
     }
 }

@@ -18,6 +18,7 @@ struct Micro: AsyncParsableCommand {
         case listeners
         case interceptors
         case intervals
+        case stateSize = "state-size"
     }
 
     @Option(name: .long, parsing: .unconditional, help: "Dispatches per run (side effects: a tenth of this).")
@@ -165,6 +166,22 @@ struct Micro: AsyncParsableCommand {
                 figures["interceptors_floor_ns"] = floor
                 print(String(format: "dispatch through %d interceptors    %9.1f ns/op   +%.1f ns over none (its floor, %d closure calls: %.1f ns); budget ≤ +50 ns",
                              Micro.interceptorCount, perOp, extra, Micro.interceptorCount, floor))
+            case .stateSize:
+                // Per state size, an updater that writes into the payload, with one (old, new) listener and with one
+                // new-state listener; fewer iterations for the bigger states (a 1 MB copy takes tens of µs).
+                print("state size     (old, new) listener   new-state listener   (fire-and-forget updater writing the state)")
+                for (label, bytes, divisor) in [("0 B", 0, 1), ("1 KB", 1_024, 1), ("1 MB", 1 << 20, 200)] {
+                    let count = max(iterations / divisor, 10)
+                    var both: [Double] = [], newOnly: [Double] = []
+                    for _ in 0..<runs {
+                        both.append(payloadWrites(count: count, bytes: bytes, backend: backend, newStateListener: false))
+                        newOnly.append(payloadWrites(count: count, bytes: bytes, backend: backend, newStateListener: true))
+                    }
+                    let key = label.replacingOccurrences(of: " ", with: "").lowercased()
+                    figures["state_\(key)_old_new_listener_ns_per_op"] = median(both)
+                    figures["state_\(key)_new_state_listener_ns_per_op"] = median(newOnly)
+                    print(String(format: "%-10@ %16.1f ns/op %17.1f ns/op", label, median(both), median(newOnly)))
+                }
             case .intervals:
                 var direct: [Double] = []
                 var closure: [Double] = []
@@ -213,6 +230,21 @@ struct Micro: AsyncParsableCommand {
         for _ in 0..<count { store.dispatch(Increment()) }
         let elapsed = nowNanoseconds() - start
         precondition(store.state.counter == count, "lost updates: \(store.state.counter) of \(count)")
+        return Double(elapsed) / Double(count)
+    }
+
+    /// ns per fire-and-forget updater that writes one byte of a `bytes`-byte payload, with one listener of either form.
+    private func payloadWrites(count: Int, bytes: Int, backend: any TraceBackend, newStateListener: Bool) -> Double {
+        let store = BenchStore(stateInitializer: { BenchState(payloadBytes: bytes) }, configuration: .init(traceBackend: backend))
+        if newStateListener {
+            store.addListener(newState: { new in blackHole(new.counter) })
+        } else {
+            store.addListener { _, new in blackHole(new.counter) }
+        }
+        let start = nowNanoseconds()
+        for index in 0..<count { store.dispatch(TouchPayload(byte: UInt8(truncatingIfNeeded: index))) }
+        let elapsed = nowNanoseconds() - start
+        precondition(store.state.counter == count, "lost updates")
         return Double(elapsed) / Double(count)
     }
 
