@@ -318,7 +318,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             return DispatchHandle(cell)
         }
         let listeners = self.listeners
-        keepOldStates = listenersNeedOldState
+        let keepOld = listenersNeedOldState
         if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
 
@@ -331,21 +331,21 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             if listeners.isEmpty {
                 do { try updater._apply(to: &_state) } catch { failure = error }
                 unlockStateAfterApplying()
-            } else if !keepOldStates {
-                // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
-                do { try updater._apply(to: &_state) } catch { failure = error }
-                let new = _state
-                unlockStateAfterApplying()
-                if failure == nil {
-                    for listener in listeners { listener.call(new: new) }
-                }
-            } else {
+            } else if keepOld {
                 let old = _state
                 do { try updater._apply(to: &_state) } catch { failure = error }
                 let new = _state
                 unlockStateAfterApplying()
                 if failure == nil {
                     for listener in listeners { listener.call(old, new) }
+                }
+            } else {
+                // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
+                do { try updater._apply(to: &_state) } catch { failure = error }
+                let new = _state
+                unlockStateAfterApplying()
+                if failure == nil {
+                    for listener in listeners { listener.call(new: new) }
                 }
             }
             if id != 0 {
@@ -356,6 +356,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
 
+        keepOldStates = keepOld
         let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty)
         deliverChanges(to: listeners)
         let handle: DispatchHandle<V>
