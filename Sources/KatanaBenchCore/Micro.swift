@@ -78,16 +78,9 @@ struct Micro: AsyncParsableCommand {
                     floors.append(Floors.lockAndListener(count: iterations))
                     if let event = Floors.rawEvent(count: iterations, backend: backend) { events.append(event) }
                 }
-                let perOp = median(perOps), floor = median(floors)
-                figures["fire_and_forget_ns_per_op"] = perOp
-                guard self.floors else {
-                    print(String(format: "fire-and-forget updater dispatch   %9.1f ns/op   (budget ≤ 100)", perOp))
-                    continue
-                }
-                figures["fire_and_forget_floor_ns"] = floor
-                figures["fire_and_forget_ratio"] = perOp / floor
-                print(String(format: "fire-and-forget updater dispatch   %9.1f ns/op   %5.1f× its floor (a locked update and a listener call: %.1f ns); budget ≤ 100 ns",
-                             perOp, perOp / floor, floor))
+                let perOp = median(perOps)
+                report(String(format: "fire-and-forget updater dispatch   %9.1f ns/op", perOp), "fire_and_forget", perOp, floors: floors,
+                       floor: "a locked update and a listener call", budget: "≤ 100 ns", into: &figures)
                 if !events.isEmpty {
                     // A recorded dispatch emits three events: its floor is three raw events.
                     let event = median(events)
@@ -113,16 +106,9 @@ struct Micro: AsyncParsableCommand {
                     perOps.append(try await sideEffects(count: iterations / 10, backend: backend))
                     if self.floors { floors.append(await Floors.taskSpawnAndAwait(count: iterations / 10)) }
                 }
-                let perOp = median(perOps), floor = median(floors)
-                figures["side_effect_ns_per_op"] = perOp
-                guard self.floors else {
-                    print(String(format: "side effect awaiting one updater   %9.1f ns/op", perOp))
-                    continue
-                }
-                figures["side_effect_floor_ns"] = floor
-                figures["side_effect_ratio"] = perOp / floor
-                print(String(format: "side effect awaiting one updater   %9.1f ns/op   %5.1f× its floor (a Task doing a locked update, spawned and awaited: %.1f ns); budget ≤ 1.5×",
-                             perOp, perOp / floor, floor))
+                let perOp = median(perOps)
+                report(String(format: "side effect awaiting one updater   %9.1f ns/op", perOp), "side_effect", perOp, floors: floors,
+                       floor: "a Task doing a locked update, spawned and awaited", budget: "≤ 1.5×", into: &figures)
             case .twoProducers:
                 var ones: [Double] = [], twos: [Double] = [], floors: [Double] = []
                 for _ in 0..<runs {
@@ -130,17 +116,10 @@ struct Micro: AsyncParsableCommand {
                     twos.append(try await producers(2, count: iterations, backend: backend))
                     if self.floors { floors.append(Floors.twoThreadsOnOneLock(count: iterations)) }
                 }
-                let one = median(ones), two = median(twos), floor = median(floors)
+                let one = median(ones), two = median(twos)
                 figures["one_producer_ns_per_op"] = one
-                figures["two_producers_ns_per_op"] = two
-                guard self.floors else {
-                    print(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op aggregate", one, two))
-                    continue
-                }
-                figures["two_producers_floor_ns"] = floor
-                figures["two_producers_ratio"] = two / floor
-                print(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op aggregate   %5.1f× its floor (two threads on one lock: %.1f ns); budget ≤ 3×",
-                             one, two, two / floor, floor))
+                report(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op aggregate", one, two), "two_producers", two,
+                       floors: floors, floor: "two threads on one lock", budget: "≤ 3×", into: &figures)
             case .listeners:
                 let perOp = median((0..<runs).map { _ in
                     fireAndForget(count: iterations, backend: backend, listeners: Micro.listenerCount)
@@ -207,6 +186,21 @@ struct Micro: AsyncParsableCommand {
             let data = try JSONSerialization.data(withJSONObject: figures, options: [.prettyPrinted, .sortedKeys])
             try writeOutput(data, to: json)
         }
+    }
+
+    /// Records `value` as `<key>_ns_per_op` and prints `line`; with floors, also the floor (the median of `floors`)
+    /// and the ratio, in the JSON and on the line.
+    private func report(_ line: String, _ key: String, _ value: Double, floors: [Double], floor label: String, budget: String,
+                        into figures: inout [String: Double]) {
+        figures["\(key)_ns_per_op"] = value
+        guard self.floors, !floors.isEmpty else {
+            print(line)
+            return
+        }
+        let floor = median(floors)
+        figures["\(key)_floor_ns"] = floor
+        figures["\(key)_ratio"] = value / floor
+        print(line + String(format: "   %5.1f× its floor (%@: %.1f ns); budget %@", value / floor, label, floor, budget))
     }
 
     /// Listeners in the `listeners` case, interceptors in the `interceptors` case (which has the usual one listener).
