@@ -21,8 +21,7 @@ enum HistogramEncoding {
     }
 
     static func encode(_ histogram: LatencyHistogram) -> String {
-        var counts = histogram.allValues().map(\.count)
-        while let last = counts.last, last == 0 { counts.removeLast() }
+        let counts = countsArray(histogram)
         var payload: [UInt8] = []
         var index = 0
         while index < counts.count {
@@ -91,6 +90,19 @@ enum HistogramEncoding {
         return histogram
     }
 
+    /// The histogram's counts array in HdrHistogram's layout, up to the bucket of its largest value. Read bucket by
+    /// bucket through `countForValue` (the histogram's iterators cost several times more per bucket, which a debug or
+    /// ThreadSanitizer build of a run writing a dozen histograms felt).
+    static func countsArray(_ histogram: LatencyHistogram) -> [UInt64] {
+        guard histogram.totalCount > 0 else { return [] }
+        let layout = Layout(lowest: histogram.lowestDiscernibleValue, digits: histogram.numberOfSignificantValueDigits)
+        let last = layout.index(of: histogram.maxRecorded)
+        var counts: [UInt64] = []
+        counts.reserveCapacity(last + 1)
+        for index in 0...last { counts.append(histogram.countForValue(layout.value(at: index))) }
+        return counts
+    }
+
     /// HdrHistogram's index → value mapping (the lowest value of the bucket at `index`).
     struct Layout {
         let unitMagnitude: Int
@@ -103,6 +115,15 @@ enum HistogramEncoding {
             subBucketHalfCountMagnitude = max(subBucketCountMagnitude, 1) - 1
             subBucketHalfCount = 1 << subBucketHalfCountMagnitude
             unitMagnitude = 63 - lowest.leadingZeroBitCount
+        }
+
+        /// The index of the bucket holding `value` (HdrHistogram's `countsArrayIndex`).
+        func index(of value: UInt64) -> Int {
+            let subBucketMask = UInt64(2 * subBucketHalfCount - 1) << UInt64(unitMagnitude)
+            let leadingZeroCountBase = 64 - unitMagnitude - subBucketHalfCountMagnitude - 1
+            let bucket = leadingZeroCountBase - (value | subBucketMask).leadingZeroBitCount
+            let subBucket = Int(value >> UInt64(bucket + unitMagnitude))
+            return ((bucket + 1) << subBucketHalfCountMagnitude) + (subBucket - subBucketHalfCount)
         }
 
         func value(at index: Int) -> UInt64 {

@@ -7,9 +7,11 @@ import Testing
 /// The katana-bench binary built next to this test binary.
 let katanaBench = builtExecutable(named: "katana-bench")
 
+/// Runs katana-bench on a thread of its own while the test suspends (a blocked cooperative thread starves the
+/// other tests' tasks on a 2-core machine).
 @discardableResult
-func bench(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
-    try runProcess(katanaBench, arguments)
+func bench(_ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
+    try await runProcessSuspending(katanaBench, arguments)
 }
 
 func temporaryDirectory() throws -> URL {
@@ -38,15 +40,15 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         ["--flooders", "0"], ["--backlog-limit", "0"], ["--backlog-limit", "-4"], ["--backlog-limit", "lots"],
         ["--backlog-limit", "99999999999999999999999"],
     ])
-    func badRunArgumentsFailWithAMessage(_ arguments: [String]) throws {
-        let outcome = try bench(["run"] + arguments)
+    func badRunArgumentsFailWithAMessage(_ arguments: [String]) async throws {
+        let outcome = try await bench(["run"] + arguments)
         #expect(outcome.status == 2, "bad input or usage exits 2, as the README says: \(arguments) → \(outcome.status)")
         #expect(outcome.err.contains("Error:"), "no error message for \(arguments): \(outcome.err)")
         #expect(outcome.out.isEmpty)
     }
 
-    @Test func theDefaultCommandIsRun() throws {
-        let outcome = try bench(["--count", "200", "--warmup", "0", "--concurrency", "2", "--trace-backend", "none"])
+    @Test func theDefaultCommandIsRun() async throws {
+        let outcome = try await bench(["--count", "200", "--warmup", "0", "--concurrency", "2", "--trace-backend", "none"])
         #expect(outcome.status == 0, "\(outcome.err)")
         #expect(outcome.out.contains("side_effect.end_to_end"))
         #expect(outcome.out.contains("p99.99"))
@@ -56,13 +58,13 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
 }
 
 @Suite struct OutputFormatTests {
-    @Test func jsonRoundTripsAndHgrmAndSvgAreWritten() throws {
+    @Test func jsonRoundTripsAndHgrmAndSvgAreWritten() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let json = directory.appendingPathComponent("r.json").path
         let hgrm = directory.appendingPathComponent("hgrm").path
         let svg = directory.appendingPathComponent("p.svg").path
-        let outcome = try bench(["run", "-s", "mixed", "--count", "300", "--warmup", "0", "--concurrency", "3",
+        let outcome = try await bench(["run", "-s", "mixed", "--count", "300", "--warmup", "0", "--concurrency", "3",
                                  "--json", json, "--hgrm", hgrm, "--plot", svg, "--trace-backend", "none"])
         try #require(outcome.status == 0, "\(outcome.err)")
 
@@ -115,7 +117,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         return path
     }
 
-    @Test func exitCodesTellWithinRegressionImprovementAndBadInput() throws {
+    @Test func exitCodesTellWithinRegressionImprovementAndBadInput() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let base = try write(result(p99: 100_000, throughput: 1_000), directory, "base.json")
@@ -128,20 +130,20 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         let garbage = directory.appendingPathComponent("garbage.json").path
         try "not json".write(toFile: garbage, atomically: true, encoding: .utf8)
 
-        #expect(try bench(["compare", base, same]).status == 0)
-        let regression = try bench(["compare", base, slower])
+        #expect(try await bench(["compare", base, same]).status == 0)
+        let regression = try await bench(["compare", base, slower])
         #expect(regression.status == 1)
         #expect(regression.out.contains("REGRESSION"))
-        #expect(try bench(["compare", base, lessThroughput]).status == 1)
-        let improvement = try bench(["compare", base, faster])
+        #expect(try await bench(["compare", base, lessThroughput]).status == 1)
+        let improvement = try await bench(["compare", base, faster])
         #expect(improvement.status == 0)
         #expect(improvement.out.contains("improved"))
-        #expect(try bench(["compare", base, slower, "--threshold", "60%"]).status == 0)
-        #expect(try bench(["compare", base, slower, "--metric", "throughput.top_level_per_second"]).status == 0)
+        #expect(try await bench(["compare", base, slower, "--threshold", "60%"]).status == 0)
+        #expect(try await bench(["compare", base, slower, "--metric", "throughput.top_level_per_second"]).status == 0)
 
         for bad in [[base, other], [base, newer], [base, garbage], [base, "/nonexistent.json"],
                     [base, same, "--metric", "no.such.metric"], [base, same, "--threshold", "lots"]] {
-            let outcome = try bench(["compare"] + bad)
+            let outcome = try await bench(["compare"] + bad)
             #expect(outcome.status != 0 && outcome.status != 1, "\(bad): \(outcome.status)")
             #expect(!outcome.err.isEmpty)
         }
@@ -151,15 +153,15 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
 @Suite struct OpenLoopTests {
     /// A 100 ms stall every half second: in open loop every item due during a stall counts its wait, so the tail
     /// shows it; a closed loop hides it (each producer just sends less).
-    @Test func openLoopReportsAnInjectedStallThatClosedLoopHides() throws {
+    @Test func openLoopReportsAnInjectedStallThatClosedLoopHides() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let open = directory.appendingPathComponent("open.json").path
         let closed = directory.appendingPathComponent("closed.json").path
         let common = ["run", "-s", "updaters", "--producers", "2", "--duration", "2", "--warmup", "0",
                       "--stall-every", "0.5", "--stall-ms", "100", "--trace-backend", "none"]
-        try #require(try bench(common + ["--rate", "2000", "--json", open]).status == 0)
-        try #require(try bench(common + ["--json", closed]).status == 0)
+        try #require(try await bench(common + ["--rate", "2000", "--json", open]).status == 0)
+        try #require(try await bench(common + ["--json", closed]).status == 0)
         let openResult = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: open)))
         let closedResult = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: closed)))
         let openP99 = try #require(openResult.metrics["updater.end_to_end"]?.p99)
@@ -173,11 +175,11 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
 /// The flood scenario: flooding threads time every dispatch call while awaiting side effects run; the store gets
 /// the backlog limit asked for.
 @Suite struct FloodScenarioTests {
-    @Test func floodReportsDispatchCallDurationsAndItsParameters() throws {
+    @Test func floodReportsDispatchCallDurationsAndItsParameters() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let json = directory.appendingPathComponent("flood.json").path
-        let outcome = try bench(["run", "-s", "flood", "--count", "200", "--concurrency", "2", "--flooders", "2",
+        let outcome = try await bench(["run", "-s", "flood", "--count", "200", "--concurrency", "2", "--flooders", "2",
                                  "--backlog-limit", "64", "--warmup", "0", "--trace-backend", "none", "--json", json])
         try #require(outcome.status == 0, "\(outcome.err)")
         #expect(outcome.out.contains("dispatch.call"))
@@ -194,10 +196,10 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
 
 /// The gate's callgrind workloads are `micro` cases: each must run, keep every update and report its figure.
 @Suite struct MicroCaseTests {
-    @Test func everyGateWorkloadRunsAndReportsItsFigure() throws {
+    @Test func everyGateWorkloadRunsAndReportsItsFigure() async throws {
         let directory = try temporaryDirectory()
         let json = directory.appendingPathComponent("micro.json").path
-        let outcome = try bench(["micro", "--only", "fire-and-forget", "round-trip", "side-effects", "listeners",
+        let outcome = try await bench(["micro", "--only", "fire-and-forget", "round-trip", "side-effects", "listeners",
                                  "interceptors", "--iterations", "2000", "--runs", "1", "--backend", "none",
                                  "--json", json])
         #expect(outcome.status == 0, "\(outcome.err)")
@@ -211,11 +213,11 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
     }
 
     /// Each figure beside its floor, measured in the same run, and their ratio (what the budgets are stated in).
-    @Test func figuresComeWithTheirFloorsAndRatios() throws {
+    @Test func figuresComeWithTheirFloorsAndRatios() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let json = directory.appendingPathComponent("micro.json").path
-        let outcome = try bench(["micro", "--only", "fire-and-forget", "side-effects", "two-producers", "interceptors",
+        let outcome = try await bench(["micro", "--only", "fire-and-forget", "side-effects", "two-producers", "interceptors",
                                  "--iterations", "4000", "--runs", "1", "--backend", "none", "--json", json])
         try #require(outcome.status == 0, "\(outcome.err)")
         let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Double])
@@ -231,8 +233,8 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(outcome.out.contains("× its floor"), "\(outcome.out)")
     }
 
-    @Test func anUnknownCaseIsRejected() throws {
-        let outcome = try bench(["micro", "--only", "teleport"])
+    @Test func anUnknownCaseIsRejected() async throws {
+        let outcome = try await bench(["micro", "--only", "teleport"])
         #expect(outcome.status != 0)
         #expect(outcome.err.contains("teleport"))
     }
@@ -249,19 +251,19 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         (["--updater-spin-us", "1e20"], "--updater-spin-us"), (["--payload", "100000000000"], "--payload"),
         (["--producers", "100000000"], "--producers"), (["--count", "5", "--duration", "1"], "--count"),
     ] as [([String], String)])
-    func hugeOrConflictingNumbersAreOneLineErrors(_ arguments: [String], option: String) throws {
-        let outcome = try bench(["run", "--warmup", "0"] + arguments)
+    func hugeOrConflictingNumbersAreOneLineErrors(_ arguments: [String], option: String) async throws {
+        let outcome = try await bench(["run", "--warmup", "0"] + arguments)
         #expect(outcome.status == 2, "\(arguments): status \(outcome.status) \(outcome.err.prefix(300))")
         let lines = outcome.err.split(separator: "\n").filter { $0.hasPrefix("Error:") }
         #expect(lines.count == 1 && lines[0].contains(option), "\(arguments): \(outcome.err.prefix(300))")
     }
 
-    @Test func aCountSmallerThanTheWorkersMeasuresExactlyThatMany() throws {
+    @Test func aCountSmallerThanTheWorkersMeasuresExactlyThatMany() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         for count in [1, 10, 15] {
             let json = directory.appendingPathComponent("count-\(count).json").path
-            let outcome = try bench(["run", "-s", "side-effects", "--count", "\(count)", "--concurrency", "8", "--warmup", "0",
+            let outcome = try await bench(["run", "-s", "side-effects", "--count", "\(count)", "--concurrency", "8", "--warmup", "0",
                                      "--trace-backend", "none", "--json", json])
             try #require(outcome.status == 0, "\(outcome.err)")
             let result = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: json)))
@@ -285,7 +287,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
 @Suite struct OutputFileTests {
     private let quick = ["run", "-s", "updaters", "--count", "200", "--warmup", "0", "--trace-backend", "none"]
 
-    @Test func aSymbolicLinkIsFollowedForEveryOutput() throws {
+    @Test func aSymbolicLinkIsFollowedForEveryOutput() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let hgrm = directory.appendingPathComponent("hgrm")
@@ -298,7 +300,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
             try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
             links.append((link, target))
         }
-        let outcome = try bench(quick + ["--json", links[0].link.path, "--plot", links[1].link.path, "--hgrm", hgrm.path])
+        let outcome = try await bench(quick + ["--json", links[0].link.path, "--plot", links[1].link.path, "--hgrm", hgrm.path])
         try #require(outcome.status == 0, "\(outcome.err)")
         for (link, target) in links {
             #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == target.path, "\(link.lastPathComponent) was replaced")
@@ -306,21 +308,21 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         }
     }
 
-    @Test func aDeviceOrFifoIsNeverReplaced() throws {
+    @Test func aDeviceOrFifoIsNeverReplaced() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let fifo = directory.appendingPathComponent("fifo")
         #expect(mkfifo(fifo.path, 0o600) == 0)
         for (option, path) in [("--plot", "/dev/null"), ("--json", "/dev/null"), ("--plot", fifo.path)] {
-            let outcome = try bench(quick + [option, path])
+            let outcome = try await bench(quick + [option, path])
             #expect(outcome.status == 2 && outcome.err.contains("not a regular file"), "\(option) \(path): \(outcome.status) \(outcome.err)")
         }
         var info = stat()
         #expect(stat("/dev/null", &info) == 0 && (info.st_mode & S_IFMT) == S_IFCHR, "/dev/null is still a device")
     }
 
-    @Test func aDashIsStandardOutput() throws {
-        let outcome = try bench(quick + ["--json", "-"])
+    @Test func aDashIsStandardOutput() async throws {
+        let outcome = try await bench(quick + ["--json", "-"])
         try #require(outcome.status == 0, "\(outcome.err)")
         // Standard output is the JSON alone (the table goes to standard error).
         let result = try JSONDecoder().decode(BenchResult.self, from: Data(outcome.out.utf8))
@@ -332,7 +334,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
 
 @Suite struct CompareMissingMetricTests {
     /// A metric one result has and the other lacks is bad input (exit 2), not a pass on the rest.
-    @Test func aMetricMissingFromOneSideIsBadInput() throws {
+    @Test func aMetricMissingFromOneSideIsBadInput() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         var full = result(p99: 100_000, throughput: 1_000)
@@ -342,10 +344,10 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         let a = directory.appendingPathComponent("a.json").path, b = directory.appendingPathComponent("b.json").path
         try Report.writeJSON(full, to: a)
         try Report.writeJSON(partial, to: b)
-        let outcome = try bench(["compare", a, b])
+        let outcome = try await bench(["compare", a, b])
         #expect(outcome.status == 2, "\(outcome.out) \(outcome.err)")
         #expect(outcome.err.contains("missing from the current result"), "\(outcome.err)")
-        let reversed = try bench(["compare", b, a])
+        let reversed = try await bench(["compare", b, a])
         #expect(reversed.status == 2 && reversed.err.contains("missing from the baseline"), "\(reversed.err)")
     }
 }
@@ -358,8 +360,8 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         (["workload", "--rounds", "0"], "--rounds"), (["workload", "--children", "100000"], "--children"),
         (["workload", "--wait-for-session", "inf"], "--wait-for-session"), (["workload", "--child-budget-ms", "-1"], "--child-budget-ms"),
     ] as [([String], String)])
-    func badNumbersAndOutputsFailAtOnce(_ arguments: [String], mention: String) throws {
-        let outcome = try bench(arguments)
+    func badNumbersAndOutputsFailAtOnce(_ arguments: [String], mention: String) async throws {
+        let outcome = try await bench(arguments)
         #expect(outcome.status == 2, "\(arguments): \(outcome.status)")
         #expect(outcome.err.contains(mention), "\(arguments): \(outcome.err.prefix(300))")
         #expect(outcome.out.isEmpty, "\(arguments) measured before refusing: \(outcome.out.prefix(200))")
@@ -410,61 +412,61 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
 }
 
 @Suite struct NoiseAwareCompareTests {
-    func compare(_ base: BenchResult, _ current: BenchResult, _ extra: [String] = []) throws -> (status: Int32, out: String, err: String) {
+    func compare(_ base: BenchResult, _ current: BenchResult, _ extra: [String] = []) async throws -> (status: Int32, out: String, err: String) {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let a = directory.appendingPathComponent("a.json").path, b = directory.appendingPathComponent("b.json").path
         try Report.writeJSON(base, to: a)
         try Report.writeJSON(current, to: b)
-        return try bench(["compare", a, b] + extra)
+        return try await bench(["compare", a, b] + extra)
     }
 
-    @Test func aConsistentSlowdownBeyondTheThresholdIsARegression() throws {
-        let outcome = try compare(repeatedResult(p99s: [100_000, 104_000, 97_000, 101_000, 99_000]),
+    @Test func aConsistentSlowdownBeyondTheThresholdIsARegression() async throws {
+        let outcome = try await compare(repeatedResult(p99s: [100_000, 104_000, 97_000, 101_000, 99_000]),
                                   repeatedResult(p99s: [131_000, 127_000, 135_000, 129_000, 133_000]))
         #expect(outcome.status == 1, "\(outcome.out)\(outcome.err)")
         let row = outcome.out.split(separator: "\n").first { $0.hasPrefix("side_effect.end_to_end.p99") } ?? ""
         #expect(row.contains("REGRESSION") && row.contains("0.004"), "\(row)")
     }
 
-    @Test func aMedianShiftThatTheNoiseExplainsIsNotSignificant() throws {
+    @Test func aMedianShiftThatTheNoiseExplainsIsNotSignificant() async throws {
         // Medians 100 µs vs 200 µs, but the repetitions interleave: the test does not call it.
-        let outcome = try compare(repeatedResult(p99s: [100_000, 200_000, 100_000, 210_000, 90_000]),
+        let outcome = try await compare(repeatedResult(p99s: [100_000, 200_000, 100_000, 210_000, 90_000]),
                                   repeatedResult(p99s: [200_000, 100_000, 220_000, 95_000, 205_000]))
         #expect(outcome.status == 0, "\(outcome.out)")
         #expect(outcome.out.contains("not significant"))
     }
 
-    @Test func singleRunsFallBackToThresholdsAndSaySo() throws {
-        let outcome = try compare(result(p99: 100_000, throughput: 1_000), result(p99: 150_000, throughput: 1_000))
+    @Test func singleRunsFallBackToThresholdsAndSaySo() async throws {
+        let outcome = try await compare(result(p99: 100_000, throughput: 1_000), result(p99: 150_000, throughput: 1_000))
         #expect(outcome.status == 1)
         #expect(outcome.out.contains("1 vs 1 repetitions") && outcome.out.contains("thresholds alone decide"), "\(outcome.out)")
     }
 
-    @Test func perMetricThresholdsOverrideTheDefault() throws {
+    @Test func perMetricThresholdsOverrideTheDefault() async throws {
         let base = repeatedResult(p99s: [100_000, 101_000, 99_000, 100_500, 99_500])
         let slower = repeatedResult(p99s: [120_000, 121_000, 119_000, 120_500, 119_500])
-        #expect(try compare(base, slower).status == 1)
-        #expect(try compare(base, slower, ["--threshold", "side_effect.end_to_end.p99=30%"]).status == 0)
-        #expect(try compare(base, slower, ["--threshold", "50", "--threshold", "side_effect.end_to_end.p99=5%"]).status == 1)
-        let unknown = try compare(base, slower, ["--threshold", "no.such.metric=5%"])
+        #expect(try await compare(base, slower).status == 1)
+        #expect(try await compare(base, slower, ["--threshold", "side_effect.end_to_end.p99=30%"]).status == 0)
+        #expect(try await compare(base, slower, ["--threshold", "50", "--threshold", "side_effect.end_to_end.p99=5%"]).status == 1)
+        let unknown = try await compare(base, slower, ["--threshold", "no.such.metric=5%"])
         #expect(unknown.status == 2 && unknown.err.contains("no.such.metric"), "\(unknown.err)")
     }
 
-    @Test func differentParametersAreRefusedUnlessAllowed() throws {
+    @Test func differentParametersAreRefusedUnlessAllowed() async throws {
         let base = repeatedResult(p99s: [100_000, 101_000, 99_000, 100_500, 99_500])
         var other = repeatedResult(p99s: [100_000, 101_000, 99_000, 100_500, 99_500], parameters: ["workers": "8", "loop": "closed"])
-        let refused = try compare(base, other)
+        let refused = try await compare(base, other)
         #expect(refused.status == 2 && refused.err.contains("workers 1 vs 8"), "\(refused.err)")
-        let allowed = try compare(base, other, ["--allow-different-parameters"])
+        let allowed = try await compare(base, other, ["--allow-different-parameters"])
         #expect(allowed.status == 0 && allowed.out.contains("Parameters differ (allowed): workers 1 vs 8"), "\(allowed.out)")
         other.parameters = base.parameters
         other.environment.buildConfiguration = base.environment.buildConfiguration == "debug" ? "release" : "debug"
-        #expect(try compare(base, other).status == 2, "a debug build is not compared with a release build silently")
+        #expect(try await compare(base, other).status == 2, "a debug build is not compared with a release build silently")
     }
 
-    @Test func markdownIsATableForAPullRequest() throws {
-        let outcome = try compare(repeatedResult(p99s: [100_000, 104_000, 97_000, 101_000, 99_000]),
+    @Test func markdownIsATableForAPullRequest() async throws {
+        let outcome = try await compare(repeatedResult(p99s: [100_000, 104_000, 97_000, 101_000, 99_000]),
                                   repeatedResult(p99s: [131_000, 127_000, 135_000, 129_000, 133_000]), ["--format", "markdown"])
         #expect(outcome.status == 1)
         let lines = outcome.out.split(separator: "\n").map(String.init)
@@ -473,7 +475,7 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         #expect(lines.contains { $0.hasPrefix("| `side_effect.end_to_end.p99` |") && $0.hasSuffix("| **REGRESSION** |") }, "\(outcome.out)")
     }
 
-    @Test func aVersionOneResultIsOneRepetition() throws {
+    @Test func aVersionOneResultIsOneRepetition() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         var old = result(p99: 100_000, throughput: 1_000)
@@ -484,11 +486,11 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         let a = directory.appendingPathComponent("old.json").path
         try Report.writeJSON(old, to: a)
         #expect(!(try String(contentsOfFile: a, encoding: .utf8)).contains("repetitions"))
-        let outcome = try bench(["compare", a, a])
+        let outcome = try await bench(["compare", a, a])
         #expect(outcome.status == 0 && outcome.out.contains("1 vs 1 repetitions"), "\(outcome.out)\(outcome.err)")
     }
 
-    @Test func hostileInputsAreOneLineAndExitTwo() throws {
+    @Test func hostileInputsAreOneLineAndExitTwo() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let good = directory.appendingPathComponent("good.json").path
@@ -501,7 +503,7 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         #expect(mkfifo(fifo, 0o600) == 0)
         for (input, message) in [(negative, "metrics.side_effect.end_to_end.count is negative"), (directory.path, "is a directory"),
                                  (fifo, "not a regular file"), (directory.appendingPathComponent("none").path, "no such file")] {
-            let outcome = try bench(["compare", good, input])
+            let outcome = try await bench(["compare", good, input])
             #expect(outcome.status == 2, "\(input): \(outcome.status)")
             #expect(outcome.err.contains(message) && outcome.err.split(separator: "\n").count == 1, "\(outcome.err)")
         }
@@ -509,8 +511,8 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
 }
 
 @Suite struct RepeatTests {
-    @Test func eachRepetitionIsKeptAndTheLatenciesCoverThemAll() throws {
-        let outcome = try bench(["run", "-s", "updaters", "--producers", "2", "--count", "300", "--warmup", "0",
+    @Test func eachRepetitionIsKeptAndTheLatenciesCoverThemAll() async throws {
+        let outcome = try await bench(["run", "-s", "updaters", "--producers", "2", "--count", "300", "--warmup", "0",
                                  "--repeat", "3", "--trace-backend", "none", "--json", "-"])
         try #require(outcome.status == 0, "\(outcome.err)")
         let result = try JSONDecoder().decode(BenchResult.self, from: Data(outcome.out.utf8))
@@ -519,19 +521,19 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         #expect(repetitions.allSatisfy { $0.metrics["updater.end_to_end"]?.count == 300 })
         #expect(result.metrics["updater.end_to_end"]?.count == 900)
         #expect(outcome.err.contains("3 repetitions"))
-        #expect(try bench(["run", "--repeat", "0"]).status == 2)
+        #expect(try await bench(["run", "--repeat", "0"]).status == 2)
     }
 }
 
 @Suite struct InterruptionTests {
     /// Ctrl-C mid-run: what was measured is printed and written (marked interrupted), and the exit status is 130 —
     /// not a silent death with nothing to show for the run.
-    @Test func ctrlCReportsWhatWasMeasuredAndExits130() throws {
+    @Test func ctrlCReportsWhatWasMeasuredAndExits130() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let json = directory.appendingPathComponent("partial.json").path
         let started = Date()
-        let outcome = try runProcess(katanaBench, ["run", "-s", "updaters", "--duration", "600", "--warmup", "0",
+        let outcome = try await runProcessSuspending(katanaBench, ["run", "-s", "updaters", "--duration", "600", "--warmup", "0",
                                                    "--repeat", "3", "--trace-backend", "none", "--json", json],
                                      whileRunning: { interruptWhenHandled($0, after: 1) })
         #expect(Date().timeIntervalSince(started) < 300, "the run did not stop at Ctrl-C")
@@ -545,13 +547,13 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         #expect(result.durationSeconds < 600)
     }
 
-    @Test func anOpenLoopBelowItsRateSaysSo() throws {
+    @Test func anOpenLoopBelowItsRateSaysSo() async throws {
         // Every updater spins 1 ms, so one lane cannot apply more than ~1,000/s: 100,000/s is out of reach.
-        let outcome = try bench(["run", "-s", "updaters", "--rate", "100000", "--duration", "0.5", "--warmup", "0",
+        let outcome = try await bench(["run", "-s", "updaters", "--rate", "100000", "--duration", "0.5", "--warmup", "0",
                                  "--updater-spin-us", "1000", "--trace-backend", "none"])
         #expect(outcome.status == 0, "\(outcome.err)")
         #expect(outcome.err.contains("warning: --rate asked for 100000/s and the run achieved"), "\(outcome.err)")
-        let met = try bench(["run", "-s", "updaters", "--rate", "200", "--duration", "0.5", "--warmup", "0", "--trace-backend", "none"])
+        let met = try await bench(["run", "-s", "updaters", "--rate", "200", "--duration", "0.5", "--warmup", "0", "--trace-backend", "none"])
         #expect(met.status == 0 && !met.err.contains("warning"), "\(met.err)")
     }
 }
@@ -565,7 +567,11 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         return histogram
     }
 
-    @Test func encodingRoundTripsEveryCount() throws {
+    @Test func encodingRoundTripsEveryCount() async throws {
+        try await offThePool { try Self().roundTrip() }
+    }
+
+    func roundTrip() throws {
         let histogram = sample()
         let decoded = try HistogramEncoding.decode(HistogramEncoding.encode(histogram))
         #expect(decoded.totalCount == histogram.totalCount)
@@ -576,12 +582,16 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
             #expect(histogram.valuesAreEquivalent(decoded.valueAtPercentile(percentile), histogram.valueAtPercentile(percentile)), "p\(percentile)")
         }
         #expect(Array(decoded.recordedValues()).map(\.count) == Array(histogram.recordedValues()).map(\.count))
+        // The counts read bucket by bucket are the histogram's own, in its own order (its iterator is the reference).
+        var iterated = histogram.allValues().map(\.count)
+        while iterated.last == 0 { iterated.removeLast() }
+        #expect(HistogramEncoding.countsArray(histogram) == iterated)
         #expect(try HistogramEncoding.decode(HistogramEncoding.encode(makeHistogram())).totalCount == 0)
     }
 
     /// Read by an independent decoder — Python's zlib and struct, following HdrHistogram's V2 layout — so other
     /// HdrHistogram tools read what katana-bench writes.
-    @Test func anIndependentDecoderReadsTheEncoding() throws {
+    @Test func anIndependentDecoderReadsTheEncoding() async throws {
         let histogram = sample()
         let script = """
             import base64, struct, sys, zlib
@@ -605,7 +615,7 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
                     index += 1
             print(digits, lowest, highest, total, last)
             """
-        let outcome = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script, HistogramEncoding.encode(histogram)])
+        let outcome = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script, HistogramEncoding.encode(histogram)])
         try #require(outcome.status == 0, "\(outcome.err)")
         let fields = outcome.out.split(separator: " ").map { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1 }
         #expect(fields[0] == 3 && fields[1] == 1 && fields[2] == 60_000_000_000, "\(outcome.out)")
@@ -615,7 +625,11 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         #expect(histogram.valuesAreEquivalent(layout.value(at: fields[4]), 59_000_000_000))
     }
 
-    @Test func damagedEncodingsAreErrorsNotCrashes() throws {
+    @Test func damagedEncodingsAreErrorsNotCrashes() async throws {
+        try await offThePool { Self().damaged() }
+    }
+
+    func damaged() {
         let good = HistogramEncoding.encode(sample())
         var bytes = Array(Data(base64Encoded: good)!)
         var failures = 0
@@ -634,21 +648,21 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
 }
 
 @Suite struct MergeAndContextTests {
-    @Test func resultsCarryTheirContextAndMergeIntoOne() throws {
+    @Test func resultsCarryTheirContextAndMergeIntoOne() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let a = directory.appendingPathComponent("a.json").path, b = directory.appendingPathComponent("b.json").path
         let merged = directory.appendingPathComponent("merged.json").path
         let common = ["run", "-s", "updaters", "--producers", "2", "--count", "400", "--warmup", "0", "--trace-backend", "none"]
-        try #require(try bench(common + ["--repeat", "2", "--json", a]).status == 0)
-        try #require(try bench(common + ["--json", b]).status == 0)
+        try #require(try await bench(common + ["--repeat", "2", "--json", a]).status == 0)
+        try #require(try await bench(common + ["--json", b]).status == 0)
         let first = try Compare.load(a)
         let context = try #require(first.context)
         #expect(context.commandLine.contains("--repeat") && context.loadAverage.count == 3 && !context.date.isEmpty)
         #expect(first.parameters["workers"] == .integer(2), "parameters are typed")
         #expect(try String(contentsOfFile: a, encoding: .utf8).contains("\"workers\" : 2"))
 
-        let outcome = try bench(["merge", a, b, "-o", merged])
+        let outcome = try await bench(["merge", a, b, "-o", merged])
         try #require(outcome.status == 0, "\(outcome.err)")
         let result = try Compare.load(merged)
         #expect(result.repetitions?.count == 3)
@@ -659,8 +673,8 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
 
         // Different parameters, a katana-bench/1 result, a single input: refused.
         let other = directory.appendingPathComponent("other.json").path
-        try #require(try bench(["run", "-s", "updaters", "--producers", "3", "--count", "300", "--warmup", "0", "--trace-backend", "none", "--json", other]).status == 0)
-        let refused = try bench(["merge", a, other, "-o", merged])
+        try #require(try await bench(["run", "-s", "updaters", "--producers", "3", "--count", "300", "--warmup", "0", "--trace-backend", "none", "--json", other]).status == 0)
+        let refused = try await bench(["merge", a, other, "-o", merged])
         #expect(refused.status == 2 && refused.err.contains("workers 2 vs 3"), "\(refused.err)")
         var old = result
         old.histograms = nil
@@ -668,13 +682,13 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         old.schema = "katana-bench/1"
         let oldPath = directory.appendingPathComponent("old.json").path
         try Report.writeJSON(old, to: oldPath)
-        let noHistograms = try bench(["merge", a, oldPath, "-o", merged])
+        let noHistograms = try await bench(["merge", a, oldPath, "-o", merged])
         #expect(noHistograms.status == 2 && noHistograms.err.contains("no encoded histograms"), "\(noHistograms.err)")
-        #expect(try bench(["merge", a, "-o", merged]).status == 2)
+        #expect(try await bench(["merge", a, "-o", merged]).status == 2)
     }
 
-    @Test func traceWithoutLTTngEventsIsRefusedUpFront() throws {
-        let outcome = try bench(["run", "--trace", "/tmp/never-\(UUID().uuidString)", "--trace-backend", "none"])
+    @Test func traceWithoutLTTngEventsIsRefusedUpFront() async throws {
+        let outcome = try await bench(["run", "--trace", "/tmp/never-\(UUID().uuidString)", "--trace-backend", "none"])
         #expect(outcome.status == 2 && outcome.err.contains("cannot be combined with --trace-backend none"), "\(outcome.err)")
     }
 }
@@ -685,18 +699,18 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
                       (["run", "--duration", "-2"], "--duration must be from 0.001 to 86400.0 s (got -2.0)"),
                       (["micro", "--runs", "-3"], "--runs must be from 1"),
                       (["workload", "--rounds", "-4"], "--rounds must be from")])
-    func negativeNumbersAreOutOfRangeNotMissing(_ arguments: [String], _ message: String) throws {
-        let outcome = try bench(arguments)
+    func negativeNumbersAreOutOfRangeNotMissing(_ arguments: [String], _ message: String) async throws {
+        let outcome = try await bench(arguments)
         #expect(outcome.status == 2, "\(arguments): \(outcome.status)")
         #expect(outcome.err.contains(message) && !outcome.err.contains("Missing value"), "\(outcome.err)")
     }
 
-    @Test func aNegativeThresholdIsNamed() throws {
+    @Test func aNegativeThresholdIsNamed() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("a.json").path
         try Report.writeJSON(result(p99: 100_000, throughput: 1_000), to: path)
-        let outcome = try bench(["compare", path, path, "--threshold", "-5"])
+        let outcome = try await bench(["compare", path, path, "--threshold", "-5"])
         #expect(outcome.status == 2 && outcome.err.contains("percentage from 0 to 10000") && outcome.err.contains("got -5"), "\(outcome.err)")
     }
 }

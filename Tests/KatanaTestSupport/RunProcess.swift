@@ -43,12 +43,18 @@ private final class CollectedData: @unchecked Sendable {
 
 /// `runProcess` for long-running children (a `swift build`): it runs on a thread of its own and the caller's task
 /// suspends, instead of blocking a thread of the cooperative pool that other tests' side effects need meanwhile.
-public func runProcessSuspending(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil)
+public func runProcessSuspending(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
+                                 whileRunning: (@Sendable (pid_t) -> Void)? = nil)
     async throws -> (status: Int32, out: String, err: String) {
+    try await offThePool { try runProcess(executable, arguments, environment: environment, whileRunning: whileRunning) }
+}
+
+/// Runs slow synchronous work (a child process, seconds of CPU under ThreadSanitizer) on a thread of its own while
+/// the caller's task suspends: on a 2-core machine the cooperative pool has two threads, and a test blocking them
+/// starves every other test's tasks (timers included).
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        Thread {
-            continuation.resume(with: Result { try runProcess(executable, arguments, environment: environment) })
-        }.start()
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
 
@@ -67,7 +73,7 @@ public func readProcFile(_ path: String) -> String? {
 public func interruptWhenHandled(_ pid: pid_t, after delay: Double, timeout: Double = 120) {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
-        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let status = readProcFile("/proc/\(pid)/status") ?? ""
         let lines = status.split(separator: "\n")
         guard !lines.isEmpty else { return }  // the process is gone
         let mask = lines.filter { $0.hasPrefix("SigIgn:") || $0.hasPrefix("SigCgt:") }.reduce(UInt64(0)) { mask, line in

@@ -261,16 +261,18 @@ extension LTTngRecordingTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("order-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        func bench(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) { try runProcess(binary, arguments) }
+        func bench(_ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
+            try await runProcessSuspending(binary, arguments)
+        }
 
-        let help = try bench(["--help"])
+        let help = try await bench(["--help"])
         #expect(help.status == 0 && help.out.contains("OVERVIEW") && help.out.contains("compare") && help.out.contains("merge"), "\(help.out)")
         // Help wraps its lines: compare words.
-        let runHelp = try bench(["run", "--help"]).out.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        let runHelp = try await bench(["run", "--help"]).out.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         #expect(runHelp.contains("checkout (place an order and process it") && runHelp.contains("bookkeeping (place"), "\(runHelp)")
 
         let a = directory.appendingPathComponent("a.json").path, chart = directory.appendingPathComponent("a.svg").path
-        let first = try bench(["-s", "checkout", "--count", "300", "--concurrency", "4", "--warmup", "0", "--repeat", "2",
+        let first = try await bench(["-s", "checkout", "--count", "300", "--concurrency", "4", "--warmup", "0", "--repeat", "2",
                                "--option", "io-us=50", "--trace-backend", "none", "--json", a, "--plot", chart])
         try #require(first.status == 0, "\(first.err)")
         #expect(first.out.contains("checkout.end_to_end") && first.out.contains("checkout.place_call"), "\(first.out)")
@@ -284,17 +286,17 @@ extension LTTngRecordingTests {
         #expect(try String(contentsOfFile: chart, encoding: .utf8).contains("checkout end-to-end"))
 
         // compare and merge, as katana-bench's: the same run is no regression; two merged are one result.
-        #expect(try bench(["compare", a, a]).status == 0)
+        #expect(try await bench(["compare", a, a]).status == 0)
         let merged = directory.appendingPathComponent("merged.json").path
-        #expect(try bench(["merge", a, a, "-o", merged]).status == 0)
+        #expect(try await bench(["merge", a, a, "-o", merged]).status == 0)
         let mergedResult = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: merged))) as? [String: Any])
         #expect(((mergedResult["metrics"] as? [String: [String: Any]])?["checkout.end_to_end"]?["count"] as? Int) == 1_200)
 
         // The other scenario, and bad input: an unknown scenario, a setup that refuses its option.
-        #expect(try bench(["-s", "bookkeeping", "--count", "200", "--warmup", "0", "--trace-backend", "none"]).status == 0)
-        let unknown = try bench(["-s", "nope"])
+        #expect(try await bench(["-s", "bookkeeping", "--count", "200", "--warmup", "0", "--trace-backend", "none"]).status == 0)
+        let unknown = try await bench(["-s", "nope"])
         #expect(unknown.status == 2 && unknown.err.contains("choose from checkout, bookkeeping"), "\(unknown.err)")
-        let refused = try bench(["-s", "checkout", "--count", "10", "--option", "io-us=-5", "--trace-backend", "none"])
+        let refused = try await bench(["-s", "checkout", "--count", "10", "--option", "io-us=-5", "--trace-backend", "none"])
         #expect(refused.status == 2 && refused.err.contains("io-us takes 0 to 1000000"), "\(refused.err)")
     }
 }
