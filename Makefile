@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline
+.PHONY: setup bench test test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples
 
 setup:
 	@bash scripts/setup-system.sh
@@ -14,8 +14,19 @@ release: setup
 bench: release
 	.build/release/katana-bench $(BENCH_ARGS)
 
+## The Examples/ packages, built where the tests look for them (.build/examples/NAME) before the suite runs, so
+## their builds do not compete with its timing-sensitive tests for the CPU; from scratch if an incremental build of
+## the path dependency is stale.
+EXAMPLES := HelloKatana OrderService
+examples:
+	@for example in $(EXAMPLES); do \
+		echo "building Examples/$$example"; \
+		$(SWIFT) build --package-path Examples/$$example --scratch-path .build/examples/$$example >/dev/null 2>&1 || \
+		{ rm -rf .build/examples/$$example && $(SWIFT) build --package-path Examples/$$example --scratch-path .build/examples/$$example; } || exit 1; \
+	done
+
 ## The full test suite (including the real LTTng recording tests).
-test: setup
+test: setup examples
 	$(SWIFT) test
 
 ## The suite under ThreadSanitizer, default build, in its own build folder. The test binary links no LTTng; the
