@@ -42,8 +42,6 @@ struct Merge: ParsableCommand {
     static func merge(_ results: [(path: String, result: BenchResult)], allowDifferentParameters: Bool) throws -> BenchResult {
         let (firstPath, first) = results[0]
         var histograms: [String: LatencyHistogram] = [:]
-        var repetitions: [BenchResult.Repetition] = []
-        var parallelism: [BenchResult.Parallelism] = []
         for (path, result) in results {
             guard result.scenario == first.scenario else {
                 throw CompareError("\(path) is a \(result.scenario) run and \(firstPath) a \(first.scenario) run: merge like with like")
@@ -52,31 +50,20 @@ struct Merge: ParsableCommand {
             if !different.isEmpty, !allowDifferentParameters {
                 throw CompareError("\(path) was measured with different parameters than \(firstPath) (\(different.joined(separator: ", "))); pass --allow-different-parameters to merge anyway")
             }
-            guard let encoded = result.histograms else {
+            let decoded: [String: LatencyHistogram]?
+            do {
+                decoded = try result.decodedHistograms()
+            } catch {
+                throw CompareError("\(path): \(error)")
+            }
+            guard let decoded else {
                 throw CompareError("\(path) carries no encoded histograms (a katana-bench/1 result): its percentiles cannot be merged")
             }
-            for (metric, text) in encoded {
-                do {
-                    histograms[metric, default: makeHistogram()].add(try HistogramEncoding.decode(text))
-                } catch {
-                    throw CompareError("\(path): histogram \(metric) is damaged (\(error))")
-                }
-            }
-            repetitions += result.samples
-            parallelism.append(result.parallelism)
+            for (metric, histogram) in decoded { histograms[metric, default: makeHistogram()].add(histogram) }
         }
-        var merged = first
-        merged.repetitions = repetitions
+        var merged = BenchResult.combining(results.map(\.result), repetitions: results.flatMap(\.result.samples),
+                                           histograms: histograms)
         merged.context = BenchResult.Context.current()
-        merged.histograms = histograms.mapValues(HistogramEncoding.encode)
-        merged.metrics = histograms.mapValues(MetricSummary.init)
-        merged.durationSeconds = repetitions.reduce(0) { $0 + $1.durationSeconds }
-        merged.throughput = Dictionary(uniqueKeysWithValues: first.throughput.keys.map { key in
-            (key, median(repetitions.compactMap { $0.throughput[key] }))
-        })
-        merged.parallelism = .init(mean: parallelism.reduce(0) { $0 + $1.mean } / Double(parallelism.count),
-                                   max: parallelism.map(\.max).max() ?? 0)
-        merged.interrupted = results.contains { $0.result.interrupted == true } ? true : nil
         return merged
     }
 }

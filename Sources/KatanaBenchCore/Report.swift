@@ -170,6 +170,41 @@ struct BenchResult: Codable, Equatable {
     }
 }
 
+extension BenchResult {
+    /// Several runs as one result (`run --repeat`, `merge`): the first run's description with every repetition,
+    /// latencies over every sample (`histograms`, summed by metric name), the median repetition's throughput, the
+    /// durations summed, parallelism averaged and its peak, and marked interrupted if any run was.
+    static func combining(_ runs: [BenchResult], repetitions: [Repetition], histograms: [String: LatencyHistogram]) -> BenchResult {
+        var combined = runs[0]
+        let recorded = histograms.filter { $0.value.totalCount > 0 }
+        combined.repetitions = repetitions
+        combined.histograms = recorded.mapValues(HistogramEncoding.encode)
+        combined.metrics = recorded.mapValues(MetricSummary.init)
+        combined.durationSeconds = repetitions.reduce(0) { $0 + $1.durationSeconds }
+        combined.throughput = Dictionary(uniqueKeysWithValues: runs[0].throughput.keys.map { key in
+            (key, median(repetitions.compactMap { $0.throughput[key] }))
+        })
+        combined.parallelism = .init(mean: runs.reduce(0) { $0 + $1.parallelism.mean } / Double(runs.count),
+                                     max: runs.map(\.parallelism.max).max() ?? 0)
+        combined.interrupted = runs.contains { $0.interrupted == true } ? true : nil
+        return combined
+    }
+
+    /// Its encoded histograms decoded, by metric name; nil for a katana-bench/1 result, which carries none.
+    func decodedHistograms() throws -> [String: LatencyHistogram]? {
+        guard let histograms else { return nil }
+        var decoded: [String: LatencyHistogram] = [:]
+        for (name, text) in histograms {
+            do {
+                decoded[name] = try HistogramEncoding.decode(text)
+            } catch {
+                throw HistogramEncoding.Failure("histogram \(name) is damaged (\(error))")
+            }
+        }
+        return decoded
+    }
+}
+
 /// One histogram's summary.
 struct MetricSummary: Codable, Equatable {
     var count: UInt64

@@ -209,20 +209,11 @@ struct Run: AsyncParsableCommand {
             for (metric, histogram) in own { histograms[metric, default: makeHistogram()].add(histogram) }
             if Interruption.shared.requested { break }
         }
-        var combined = runs[0]
+        var combined = BenchResult.combining(runs, repetitions: runs.flatMap(\.samples),
+                                             histograms: Dictionary(uniqueKeysWithValues: histograms.map { ($0.key.name, $0.value) }))
         combined.context = context
-        combined.repetitions = runs.map {
-            Repetition(durationSeconds: $0.durationSeconds, throughput: $0.throughput, metrics: $0.metrics, histograms: $0.histograms)
-        }
-        guard runs.count > 1 else { return (combined, histograms) }
-        combined.histograms = encoded(histograms)
-        combined.durationSeconds = runs.reduce(0) { $0 + $1.durationSeconds }
-        combined.throughput = Dictionary(uniqueKeysWithValues: runs[0].throughput.keys.map { key in
-            (key, median(runs.compactMap { $0.throughput[key] }))
-        })
-        combined.parallelism = .init(mean: runs.reduce(0) { $0 + $1.parallelism.mean } / Double(runs.count),
-                                     max: runs.map(\.parallelism.max).max() ?? 0)
-        combined.metrics = histograms.reduce(into: [:]) { $0[$1.key.name] = MetricSummary($1.value) }
+        // Ctrl-C between two repetitions (or while one was being summarised) marks the whole run, too.
+        if Interruption.shared.requested { combined.interrupted = true }
         return (combined, histograms)
     }
 
@@ -236,17 +227,18 @@ struct Run: AsyncParsableCommand {
         } catch let error as CompareError {
             throw ValidationError("--baseline: \(error)")
         }
-        guard let encoded = result.histograms else {
+        let decoded: [String: LatencyHistogram]?
+        do {
+            decoded = try result.decodedHistograms()
+        } catch {
+            throw ValidationError("--baseline: \(path): \(error)")
+        }
+        guard let decoded else {
             throw ValidationError("--baseline: \(path) carries no histograms (a katana-bench/1 result); re-run it with this katana-bench")
         }
         var histograms: [Metric: LatencyHistogram] = [:]
-        for (name, text) in encoded {
-            guard let metric = BenchMetric.named(name) else { continue }
-            do {
-                histograms[metric] = try HistogramEncoding.decode(text)
-            } catch {
-                throw ValidationError("--baseline: \(path): histogram \(name) is damaged (\(error))")
-            }
+        for (name, histogram) in decoded {
+            if let metric = BenchMetric.named(name) { histograms[metric] = histogram }
         }
         return histograms
     }

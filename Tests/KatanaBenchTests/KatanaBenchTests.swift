@@ -547,6 +547,23 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         #expect(result.durationSeconds < 600)
     }
 
+    /// Interrupted in a later repetition, the combined result is marked interrupted too (it took the first
+    /// repetition's mark, which was not).
+    @Test func ctrlCInALaterRepetitionMarksTheWholeResult() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let json = directory.appendingPathComponent("partial.json").path
+        let outcome = try await runProcessSuspending(katanaBench, ["run", "-s", "updaters", "--count", "200", "--warmup", "0",
+                                                                   "--repeat", "1000", "--trace-backend", "none", "--json", json],
+                                                     whileRunning: { interruptWhenHandled($0, after: 2) })
+        #expect(outcome.status == 130, "\(outcome.status): \(outcome.err)")
+        let result = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: json)))
+        let repetitions = try #require(result.repetitions?.count)
+        #expect(repetitions > 1 && repetitions < 1_000, "\(repetitions) repetitions")
+        #expect(result.interrupted == true, "the combined result of an interrupted run says so")
+        #expect(outcome.out.contains("INTERRUPTED"))
+    }
+
     @Test func anOpenLoopBelowItsRateSaysSo() async throws {
         // Every updater spins 1 ms, so one lane cannot apply more than ~1,000/s: 100,000/s is out of reach.
         let outcome = try await bench(["run", "-s", "updaters", "--rate", "100000", "--duration", "0.5", "--warmup", "0",
