@@ -555,12 +555,14 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         let json = directory.appendingPathComponent("partial.json").path
         let outcome = try await runProcessSuspending(katanaBench, ["run", "-s", "updaters", "--count", "200", "--warmup", "0",
                                                                    "--repeat", "1000", "--trace-backend", "none", "--json", json],
-                                                     whileRunning: { interruptWhenHandled($0, after: 2) })
+                                                     whileRunning: { interruptWhenHandled($0, after: 5) })
         #expect(outcome.status == 130, "\(outcome.status): \(outcome.err)")
         let result = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: json)))
+        // Usually several repetitions are done by then (on a loaded machine, or under ThreadSanitizer, maybe only the
+        // first): the mark must be there either way.
         let repetitions = try #require(result.repetitions?.count)
-        #expect(repetitions > 1 && repetitions < 1_000, "\(repetitions) repetitions")
-        #expect(result.interrupted == true, "the combined result of an interrupted run says so")
+        #expect(repetitions < 1_000, "\(repetitions) repetitions: the run did not stop")
+        #expect(result.interrupted == true, "the combined result of an interrupted run says so (\(repetitions) repetitions)")
         #expect(outcome.out.contains("INTERRUPTED"))
     }
 
