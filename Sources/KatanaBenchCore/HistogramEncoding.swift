@@ -135,7 +135,7 @@ enum HistogramEncoding {
             }
             let shift = bucket + unitMagnitude
             // Past the top of a 64-bit value (only a damaged index gets there): out of any histogram's range.
-            guard shift < 64 - (64 - UInt64(subBucket).leadingZeroBitCount) else { return .max }
+            guard shift < UInt64(subBucket).leadingZeroBitCount else { return .max }
             return UInt64(subBucket) << UInt64(shift)
         }
     }

@@ -83,15 +83,15 @@ public struct BenchContext: Sendable {
     public static func now() -> UInt64 { nowNanoseconds() }
 }
 
-/// katana-bench's own knobs, for the built-in scenarios.
+/// katana-bench's own knobs, for the built-in scenarios: always `Run`'s options (whose defaults are the only ones).
 struct Knobs: Sendable {
-    var producers = 2, concurrency = 8, flooders = 4
-    var backlogLimit: Int? = StoreConfiguration.defaultBacklogLimit
-    var updatersPerSideEffect = 4
-    var spinUs = 0.0, sleepUs = 0.0, updaterSpinUs = 0.0
-    var listeners = 1, payload = 0
-    var stallEvery: Double? = nil
-    var stallMs = 50.0
+    var producers: Int, concurrency: Int, flooders: Int
+    var backlogLimit: Int?
+    var updatersPerSideEffect: Int
+    var spinUs: Double, sleepUs: Double, updaterSpinUs: Double
+    var listeners: Int, payload: Int
+    var stallEvery: Double?
+    var stallMs: Double
 }
 
 /// The scenarios `run` offers in this process: katana-bench's own, or a program's that calls `KatanaBenchCLI.main`.
