@@ -209,6 +209,10 @@ struct Run: AsyncParsableCommand {
             for (metric, histogram) in own { histograms[metric, default: makeHistogram()].add(histogram) }
             if Interruption.shared.requested { break }
         }
+        // What a sample costs is the machine's, not a repetition's: measured once, after the measured phases (a
+        // million clock reads and records; per repetition it was most of a short repetition's time).
+        let harness = BenchResult.Harness(sampleCostNanoseconds: Report.measureSampleCost())
+        for index in runs.indices { runs[index].harness = harness }
         var combined = BenchResult.combining(runs, repetitions: runs.flatMap(\.samples),
                                              histograms: Dictionary(uniqueKeysWithValues: histograms.map { ($0.key.name, $0.value) }))
         combined.context = context
@@ -293,7 +297,7 @@ struct Run: AsyncParsableCommand {
             durationSeconds: elapsed,
             throughput: throughput,
             parallelism: .init(mean: merged.parallelismMean, max: merged.parallelismMax),
-            harness: .init(sampleCostNanoseconds: Report.measureSampleCost()),
+            harness: .init(sampleCostNanoseconds: 0),  // set by `repeated`, once for all repetitions
             metrics: merged.histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = MetricSummary($1.value) },
             histograms: encoded(merged.histograms),
             interrupted: interrupted ? true : nil

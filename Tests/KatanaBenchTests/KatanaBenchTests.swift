@@ -555,7 +555,7 @@ func repeatedResult(p99s: [UInt64], throughputs: [Double]? = nil, parameters: [S
         let json = directory.appendingPathComponent("partial.json").path
         let outcome = try await runProcessSuspending(katanaBench, ["run", "-s", "updaters", "--count", "200", "--warmup", "0",
                                                                    "--repeat", "1000", "--trace-backend", "none", "--json", json],
-                                                     whileRunning: { interruptWhenHandled($0, after: 5) })
+                                                     whileRunning: { interruptWhenHandled($0, after: 3) })
         #expect(outcome.status == 130, "\(outcome.status): \(outcome.err)")
         let result = try JSONDecoder().decode(BenchResult.self, from: Data(contentsOf: URL(fileURLWithPath: json)))
         // Usually several repetitions are done by then (on a loaded machine, or under ThreadSanitizer, maybe only the
