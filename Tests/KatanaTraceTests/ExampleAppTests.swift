@@ -308,9 +308,11 @@ extension LTTngRecordingTests {
         let binary = try await ExampleBuilds.shared.executable("order-bench", of: "OrderService")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("order-bench-trace-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let outcome = try run([binary.path, "-s", "checkout", "--count", "100", "--warmup", "0", "--option", "io-us=10", "--trace", directory.path])
+        let outcome = try await offThePool {
+            try run([binary.path, "-s", "checkout", "--count", "100", "--warmup", "0", "--option", "io-us=10", "--trace", directory.path])
+        }
         try #require(outcome.status == 0, "\(outcome.err)")
-        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", directory.path])
+        let analysis = try await offThePool { try run(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", directory.path]) }
         try #require(analysis.status == 0, "\(analysis.err)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
         let types = try #require(report["types"] as? [[String: Any]])

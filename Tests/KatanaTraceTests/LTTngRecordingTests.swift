@@ -362,42 +362,49 @@ extension LTTngRecordingTests {
     /// `--trace` with no session daemon running: katana-bench starts one, says so, waits until it has registered
     /// with it, and records — it once printed `trace: DIR` over an empty folder. Reachable only where this process
     /// owns the only daemon (always under CI), since it must stop it first.
-    @Test func traceStartsASessionDaemonWhenNoneRunsAndRecords() throws {
+    @Test func traceStartsASessionDaemonWhenNoneRunsAndRecords() async throws {
         try LTTngEnvironment.ensureSessiond()
         guard let owned = LTTngEnvironment.ownedSessiond, LTTngEnvironment.sessiondPIDs() == [owned] else {
             #expect(!LTTngEnvironment.underCI, "under CI the suite owns the only session daemon")
             return
         }
-        LTTngEnvironment.lock.withLock {
-            LTTngEnvironment.killOwnedSessiond()
-            LTTngEnvironment.ownedSessiond = nil
-        }
-        let gone = Date().addingTimeInterval(20)
-        while !LTTngEnvironment.sessiondPIDs().isEmpty, Date() < gone { usleep(50_000) }
-        try #require(LTTngEnvironment.sessiondPIDs().isEmpty, "the session daemon did not stop")
+        // The waits and runs below take seconds: off the cooperative pool, which the other suites need meanwhile.
+        let stopped = try await offThePool { Self.stopOwnedSessiond(also: nil) }
+        try #require(stopped, "the session daemon did not stop")
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-nodaemon-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let bench = try run([Paths.katanaBench.path, "-s", "updaters", "--count", "500", "--warmup", "0", "--trace", directory.path])
-        // The daemon katana-bench started outlives it: stop it (and what runs under it), then give the rest of the
-        // suite its own daemon back.
-        let started = bench.err.firstMatch(of: /started lttng-sessiond \(pid (\d+)\)/).flatMap { pid_t($0.1) }
-        defer {
-            LTTngEnvironment.lock.withLock {
-                if let started { LTTngEnvironment.ownedSessiond = started }
-                LTTngEnvironment.killOwnedSessiond()
-                LTTngEnvironment.ownedSessiond = nil
-            }
-            let stopped = Date().addingTimeInterval(20)
-            while !LTTngEnvironment.sessiondPIDs().isEmpty, Date() < stopped { usleep(50_000) }
-            _ = try? LTTngEnvironment.ensureSessiond()
+        let bench = try? await offThePool {
+            try run([Paths.katanaBench.path, "-s", "updaters", "--count", "500", "--warmup", "0", "--trace", directory.path])
         }
-        try #require(bench.status == 0, "\(bench.err)")
-        #expect(started != nil, "katana-bench did not say it started a session daemon: \(bench.err)")
-        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
-        #expect(check.status == 0, "\(check.out)\(check.err)")
+        let check = try? await offThePool { try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path]) }
+        // The daemon katana-bench started outlives it: stop it (and what runs under it), then give the rest of the
+        // suite its own daemon back — before any expectation can end the test.
+        let started = bench?.err.firstMatch(of: /started lttng-sessiond \(pid (\d+)\)/).flatMap { pid_t($0.1) }
+        _ = try? await offThePool {
+            _ = Self.stopOwnedSessiond(also: started)
+            return (try? LTTngEnvironment.ensureSessiond()) != nil
+        }
+        let outcome = try #require(bench, "katana-bench could not be run")
+        try #require(outcome.status == 0, "\(outcome.err)")
+        #expect(started != nil, "katana-bench did not say it started a session daemon: \(outcome.err)")
+        let checked = try #require(check, "katana_trace.py could not be run")
+        #expect(checked.status == 0, "\(checked.out)\(checked.err)")
         // 500 measured updaters and the one the run awaits at its end to flush the lane.
-        #expect(check.out.contains("\"dispatches\": 501"), "\(check.out)")
+        #expect(checked.out.contains("\"dispatches\": 501"), "\(checked.out)")
+    }
+
+    /// Stops the session daemon this process owns (or `other`, when given) with everything under it, and waits up
+    /// to 20 s until none runs; whether none does.
+    static func stopOwnedSessiond(also other: pid_t?) -> Bool {
+        LTTngEnvironment.lock.withLock {
+            if let other { LTTngEnvironment.ownedSessiond = other }
+            LTTngEnvironment.killOwnedSessiond()
+            LTTngEnvironment.ownedSessiond = nil
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while !LTTngEnvironment.sessiondPIDs().isEmpty, Date() < deadline { usleep(50_000) }
+        return LTTngEnvironment.sessiondPIDs().isEmpty
     }
 
     @Test func aTraceWithoutKatanaEventsIsRejected() throws {
