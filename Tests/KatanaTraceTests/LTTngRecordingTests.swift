@@ -310,6 +310,9 @@ struct LTTngRecordingTests {
         let check = try run(["/usr/bin/python3", Paths.traceTool, "check", session.directory.path])
         #expect(check.status == 1)
         #expect(check.out.contains("DISCARDED"))
+        // Both readers count the same discarded events (from the packets' counters) and agree on everything else.
+        let disagreements = try readerDisagreements(session.directory.path, ["--top", "20"])
+        #expect(disagreements.isEmpty, "\(disagreements)")
     }
 }
 
@@ -331,6 +334,12 @@ extension LTTngRecordingTests {
         #expect(analysis.out.contains("intervals (context.interval / traceInterval):"))
         let intervalLine = analysis.out.split(separator: "\n").first { $0.contains("fetch profile I/O") } ?? ""
         #expect(intervalLine.contains("   200  ") && intervalLine.contains("in KatanaBenchCore.FetchProfile 200"), "\(intervalLine)")
+        // The native reader and babeltrace2 agree on this recording (intervals, nesting, four threads), with and
+        // without a window.
+        for options in [["--top", "50"], ["--begin", "0.01", "--min-duration", "20us", "--top", "10"]] {
+            let disagreements = try readerDisagreements(directory.path, options)
+            #expect(disagreements.isEmpty, "\(options): \(disagreements)")
+        }
         let exportURL = directory.appendingPathComponent("perfetto.json")
         let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
         #expect(export.status == 0)
@@ -538,6 +547,8 @@ extension LTTngRecordingTests {
         #expect((slowChild["actual_ns"] as? Int ?? 0) >= 400_000_000 && slowChild["budget_ns"] as? Int == 200_000_000)
         let parents = try #require(slowChild["parents"] as? [[String: Any]])
         #expect(parents.first?["name"] as? String == "KatanaBenchCore.Round", "the parent chain: \(parents)")
+        let snapshotDisagreements = try readerDisagreements(snapshots[0], ["--top", "5"])
+        #expect(snapshotDisagreements.isEmpty, "over budget, in a snapshot: \(snapshotDisagreements)")
         // The snapshot has the slow child's and its parent's own events.
         let dump = try run(["/usr/bin/python3", Paths.traceTool, "dump", snapshots[0]])
         let childID = slowChild["id"] as? Int ?? -1, parentID = parents.first?["id"] as? Int ?? -1
@@ -578,6 +589,8 @@ extension LTTngRecordingTests {
         #expect(analysis.status == 0)
         #expect(analysis.out.contains("navigation transitions (KatanaRouter):"))
         #expect(analysis.out.contains("navigation                                       11"), "\(analysis.out)")
+        let transitionDisagreements = try readerDisagreements(directory.path, ["--top", "5"])
+        #expect(transitionDisagreements.isEmpty, "transitions: \(transitionDisagreements)")
         let exportURL = directory.appendingPathComponent("perfetto.json")
         let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
         #expect(export.status == 0)

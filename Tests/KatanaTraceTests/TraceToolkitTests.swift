@@ -131,6 +131,54 @@ func recordedDispatches(_ trace: String) throws -> Set<String> {
     return ids
 }
 
+
+/// Where `analyze --json` read through the native reader (katana_scan.c) and through babeltrace2 (the reference)
+/// differ on `trace` with `options`: nothing, or the first differences as "path: native vs babeltrace2". Also fails
+/// unless each report says it came from the reader asked for.
+func readerDisagreements(_ trace: String, _ options: [String] = []) throws -> [String] {
+    func report(_ reader: String) throws -> [String: Any] {
+        let outcome = try Toolkit.tool(["analyze", "--json", "--reader", reader] + options + [trace])
+        try #require(outcome.status == 0, "analyze --reader \(reader) \(options) \(trace): \(outcome.err)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(outcome.out.utf8)) as? [String: Any])
+        try #require(report["reader"] as? String == reader, "asked for the \(reader) reader, got \(report["reader"] ?? "?")")
+        return report
+    }
+    var native = try report("native"), reference = try report("babeltrace2")
+    native["reader"] = nil
+    reference["reader"] = nil
+    var differences: [String] = []
+    func compare(_ a: Any, _ b: Any, _ path: String) {
+        guard differences.count < 10 else { return }
+        switch (a, b) {
+        case let (x as [String: Any], y as [String: Any]):
+            for key in Set(x.keys).union(y.keys).sorted() {
+                guard let p = x[key], let q = y[key] else {
+                    differences.append("\(path)/\(key): only in \(x[key] == nil ? "babeltrace2" : "native")")
+                    continue
+                }
+                compare(p, q, "\(path)/\(key)")
+            }
+        case let (x as [Any], y as [Any]):
+            if x.count != y.count { differences.append("\(path): \(x.count) items vs \(y.count)") }
+            for (index, (p, q)) in zip(x, y).enumerated() { compare(p, q, "\(path)[\(index)]") }
+        case let (x as NSNumber, y as NSNumber):
+            // Integers exactly; rounded floats (means, timeline shares) to their printed precision.
+            func isFloat(_ n: NSNumber) -> Bool { ["d", "f"].contains(String(cString: n.objCType)) }
+            let same = isFloat(x) || isFloat(y)
+                ? abs(x.doubleValue - y.doubleValue) <= 1e-9 * max(1, abs(y.doubleValue)) : x == y
+            if !same { differences.append("\(path): \(x) vs \(y)") }
+        case let (x as String, y as String):
+            if x != y { differences.append("\(path): \(x) vs \(y)") }
+        case (is NSNull, is NSNull):
+            break
+        default:
+            differences.append("\(path): \(a) vs \(b)")
+        }
+    }
+    compare(native, reference, "")
+    return differences
+}
+
 @Suite(.enabled(if: Toolkit.bt2Available || LTTngEnvironment.underCI, "needs python3-bt2 (scripts/setup-system.sh)"))
 struct TraceToolkitTests {
     @Test func theSampleAnalysisMatchesItsCommittedOutput() throws {
@@ -147,6 +195,80 @@ struct TraceToolkitTests {
         #expect(report["discarded_events"] as? Int == 0)
         #expect((report["types"] as? [[String: Any]])?.count ?? 0 >= 4)
         #expect((report["parallelism_timeline"] as? [[String: Any]])?.count == 10)
+    }
+
+    /// The native reader gives babeltrace2's analysis, to the dispatch, on the sample: every option, every field.
+    @Test(arguments: [[], ["--top", "2000"], ["--top", "5", "--begin", "0.004", "--end", "0.008"],
+                      ["--min-duration", "50us", "--top", "20"], ["--begin", "0.0052"], ["--end", "0.001"]])
+    func theNativeReaderAgreesWithBabeltrace2OnTheSample(options: [String]) throws {
+        let differences = try readerDisagreements(Toolkit.sample, options)
+        #expect(differences.isEmpty, "\(options): \(differences)")
+    }
+
+    /// The native reader on damaged input, built with AddressSanitizer and UndefinedBehaviorSanitizer: whatever is
+    /// flipped, cut or overwritten in the sample's metadata or streams, it ends promptly with a report (0) or
+    /// declines (3) with one line — never a crash, a sanitizer report or a hang — and `analyze` (auto) on the same
+    /// input still ends with a report or babeltrace2's one line and status 2.
+    @Test func theNativeReaderSurvivesDamagedTraces() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-scan-fuzz-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let scanner = root.appendingPathComponent("katana_scan-asan")
+        let source = Paths.packageRoot.appendingPathComponent("traces/katana_scan.c").path
+        let built = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"),
+            ["cc", "-O1", "-g", "-std=gnu11", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror",
+             "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-o", scanner.path, source, "-lm"])
+        try #require(built.status == 0, "katana_scan.c must build without a warning: \(built.err)")
+
+        let folder = "ust/uid/0/64-bit"
+        var generator = SystemRandomNumberGenerator()
+        var declined = 0, read = 0
+        // First every short cut of each file (headers cut mid-field), then random damage.
+        let cuts = [1, 2, 3, 4, 5, 8, 24, 36, 37, 38, 40, 64, 100]
+        for round in 0..<(3 * cuts.count + 300) {
+            let trace = root.appendingPathComponent("t\(round)")
+            try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
+            let file = trace.appendingPathComponent(folder).appendingPathComponent(["metadata", "katana_0", "katana_1"][round % 3])
+            var bytes = [UInt8](try Data(contentsOf: file))
+            let damage = round < 3 * cuts.count ? -1 : round / 3 % 5
+            switch damage {
+            case -1:
+                bytes = Array(bytes.prefix(cuts[round / 3]))
+            case 0:  // flip bits
+                for _ in 0..<(1 + round % 7) { bytes[Int.random(in: 0..<bytes.count, using: &generator)] ^= 1 << UInt8.random(in: 0...7, using: &generator) }
+            case 1:  // cut
+                bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count, using: &generator)))
+            case 2:  // overwrite a run with random bytes
+                let start = Int.random(in: 0..<bytes.count, using: &generator)
+                for index in start..<min(bytes.count, start + Int.random(in: 1...64, using: &generator)) { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
+            case 3:  // huge sizes: 0xff over a run (packet and content sizes, lengths)
+                let start = Int.random(in: 0..<bytes.count, using: &generator)
+                for index in start..<min(bytes.count, start + 8) { bytes[index] = 0xff }
+            default:  // zero sizes: 0 over a run
+                let start = Int.random(in: 0..<bytes.count, using: &generator)
+                for index in start..<min(bytes.count, start + 8) { bytes[index] = 0 }
+            }
+            try Data(bytes).write(to: file)
+            let outcome = try await runProcessSuspending(scanner, ["analyze", trace.path, "--top", "3"],
+                                                         environment: ["ASAN_OPTIONS": "detect_leaks=0"])
+            #expect(outcome.status == 0 || outcome.status == 3,
+                    "round \(round) (\(file.lastPathComponent), damage \(damage)): status \(outcome.status): \(outcome.err.prefix(800))")
+            #expect(!outcome.err.contains("Sanitizer") && !outcome.err.contains("runtime error"), "round \(round): \(outcome.err.prefix(800))")
+            if outcome.status == 3 {
+                declined += 1
+                #expect(outcome.err.split(separator: "\n").count == 1 && outcome.err.hasPrefix("katana_scan: "), "\(outcome.err)")
+            } else {
+                read += 1
+                #expect((try? JSONSerialization.jsonObject(with: Data(outcome.out.utf8))) != nil, "round \(round): not JSON")
+            }
+            if round % 30 == 0 {
+                let analyzed = try await Toolkit.slowTool(["--stall-timeout", "3", "analyze", trace.path])
+                #expect(analyzed.status == 0 || (analyzed.status == 2 && analyzed.err.split(separator: "\n").count == 1),
+                        "round \(round): analyze ended with \(analyzed.status): \(analyzed.err.prefix(500))")
+            }
+            try? FileManager.default.removeItem(at: trace)
+        }
+        #expect(declined > 0 && read > 0, "the damage should sometimes be read past and sometimes declined: \(read) read, \(declined) declined")
     }
 
     @Test func theSampleExportMatchesTheGoldenFileAndKeepsEveryDispatchInPerfettosRules() throws {
