@@ -49,7 +49,7 @@ class TraceError(Exception):
 
 LINE = re.compile(r'^\[(\d+)\.(\d{9})\] (?:\([^)]*\) )?\S+ katana:(\w+): (.*)$')
 FIELD = re.compile(r'(\w+) = (?:"((?:[^"\\]|\\.)*)"|\( "((?:[^"\\]|\\.)*)" : container = -?\d+ \)|(-?\d+))')
-DISCARDED = re.compile(r'^WARNING: Tracer discarded (\d+) events')
+DISCARDED = re.compile(r'^WARNING: Tracer discarded (\d+) events?\b')  # "1 event", "2 events"
 SKIPPED_FIELDS = {"cpu_id"}  # packet context, not the event's
 
 
