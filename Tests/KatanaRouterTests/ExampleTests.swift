@@ -7,15 +7,15 @@ let routerExample = builtExecutable(named: "katana-router-example")
 
 @Suite struct ExampleTests {
     /// The README shows this output: the example must keep printing exactly it.
-    @Test func theTabsAndStackFlowPrintsTheRoutableCallsTheReadmeShows() throws {
+    @Test func theTabsAndStackFlowPrintsTheRoutableCallsTheReadmeShows() async throws {
         // Untraced: a recording test running at the same time must not see this process's events.
-        let (status, output, _) = try runProcess(routerExample, ["--no-trace"])
+        let (status, output, _) = try await runProcessSuspending(routerExample, ["--no-trace"])
         #expect(status == 0)
         #expect(output == expectedExampleOutput)
     }
 
-    @Test func anUnknownArgumentIsRefused() throws {
-        let (status, output, errors) = try runProcess(routerExample, ["--fast"])
+    @Test func anUnknownArgumentIsRefused() async throws {
+        let (status, output, errors) = try await runProcessSuspending(routerExample, ["--fast"])
         #expect(status == 2)
         #expect(output.isEmpty)
         #expect(errors.contains("unknown argument --fast"))

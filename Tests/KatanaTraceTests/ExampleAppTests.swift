@@ -137,7 +137,7 @@ final class Conversation {
     }
 
     /// The same live checks on a process that links KatanaLTTng (katana-bench): they can fail.
-    @Test func anLTTngLinkedProcessMapsLiblttngUstAndRunsItsThreads() throws {
+    @Test func anLTTngLinkedProcessMapsLiblttngUstAndRunsItsThreads() async throws {
         let bench = Process()
         bench.executableURL = Paths.katanaBench
         bench.arguments = ["run", "-s", "updaters", "--duration", "20", "--warmup", "0", "--trace-backend", "none"]
@@ -155,7 +155,7 @@ final class Conversation {
             }
         }
         let deadline = Date().addingTimeInterval(15)
-        while Date() < deadline, !threadNames().contains(where: { $0.hasSuffix("-ust") }) { usleep(20_000) }
+        while Date() < deadline, !threadNames().contains(where: { $0.hasSuffix("-ust") }) { try? await Task.sleep(nanoseconds: 20_000_000) }
         #expect(threadNames().contains { $0.hasSuffix("-ust") }, "no lttng-ust listener thread: \(threadNames())")
         #expect(readProcFile("\(proc)/maps")?.contains("liblttng-ust") == true)
     }
@@ -170,7 +170,7 @@ extension LTTngRecordingTests {
         #expect(try neededLibraries(binary).contains { $0.hasPrefix("liblttng-ust") })
 
         let orders = 120
-        let (directory, printed) = try recordWithTracesRecord([binary.path, "--orders", "\(orders)", "--concurrency", "8"])
+        let (directory, printed) = try await recordWithTracesRecord([binary.path, "--orders", "\(orders)", "--concurrency", "8"])
         defer { try? FileManager.default.removeItem(at: directory) }
         // "120 orders in … ms: S shipped, F failed; …": every order ends one way or the other.
         let summary = try #require(printed.split(separator: "\n").first { $0.hasPrefix("\(orders) orders in") }, "\(printed)")
@@ -179,9 +179,9 @@ extension LTTngRecordingTests {
         #expect(shipped + failed == orders, "\(summary)")
         #expect(failed >= orders / 13, "the simulated gateway declines every 13th order: \(summary)")
 
-        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
         #expect(check.status == 0, "\(check.out)")
-        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", directory.path])
+        let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", directory.path])
         try #require(analysis.status == 0, "\(analysis.err)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
         let types = try #require(report["types"] as? [[String: Any]])
@@ -228,27 +228,27 @@ extension LTTngRecordingTests {
 
         // And the README's last step: a Perfetto file.
         let exportURL = directory.appendingPathComponent("perfetto.json")
-        let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
+        let export = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
         #expect(export.status == 0, "\(export.err)")
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
         #expect(traceEventProblems(document).isEmpty, "\(traceEventProblems(document).prefix(5))")
-        #expect(exportedDispatches(document) == (try recordedDispatches(directory.path)))
+        #expect(exportedDispatches(document) == (try await recordedDispatches(directory.path)))
     }
 }
 
 extension LTTngRecordingTests {
     /// An executable that links KatanaLTTng, connected to a session daemon, exits with its own status — also in a
     /// ThreadSanitizer build, where liblttng-ust's exit would otherwise make TSan end it with status 66.
-    @Test func lttngLinkedExecutablesKeepTheirExitStatusWhileConnected() throws {
+    @Test func lttngLinkedExecutablesKeepTheirExitStatusWhileConnected() async throws {
         try LTTngEnvironment.ensureSessiond()
         let session = try RecordingSession()
         defer { session.destroy() }
-        let ok = try runProcess(Paths.katanaBench, ["run", "-s", "updaters", "--count", "500", "--warmup", "0"])
+        let ok = try await runProcessSuspending(Paths.katanaBench, ["run", "-s", "updaters", "--count", "500", "--warmup", "0"])
         #expect(ok.status == 0, "\(ok.err)")
         #expect(ok.out.contains("throughput:"), "the output must survive the early exit: \(ok.out)")
-        let usage = try runProcess(Paths.katanaBench, ["run", "--count", "abc"])
+        let usage = try await runProcessSuspending(Paths.katanaBench, ["run", "--count", "abc"])
         #expect(usage.status == 2, "\(usage.err)")
-        let router = try runProcess(Paths.routerExample, [])
+        let router = try await runProcessSuspending(Paths.routerExample, [])
         #expect(router.status == 0, "\(router.err)")
         for result in [ok, usage, router] { #expect(!result.err.contains("ThreadSanitizer"), "\(result.err)") }
     }

@@ -148,8 +148,8 @@ struct RecordedEvent: Decodable {
     let discarded: Int?
 }
 
-func readBack(_ directory: URL) throws -> (events: [RecordedEvent], discarded: Int) {
-    let dumped = try run(["/usr/bin/python3", Paths.traceTool, "dump", directory.path])
+func readBack(_ directory: URL) async throws -> (events: [RecordedEvent], discarded: Int) {
+    let dumped = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "dump", directory.path])
     guard dumped.status == 0 else { throw RecordingError("katana_trace.py dump failed: \(dumped.err)") }
     let decoder = JSONDecoder()
     var events: [RecordedEvent] = []
@@ -175,7 +175,11 @@ struct WorkloadSummary: Decodable {
 
 /// Runs the workload in a child process; returns its exit status, stderr and PID. A session records katana:* from
 /// every process (other suites run katana-bench too), so checks select the child's events by its PID (vpid).
-func runWorkload(_ extra: [String], summary: URL?) throws -> (status: Int32, err: String, pid: Int) {
+func runWorkload(_ extra: [String], summary: URL?) async throws -> (status: Int32, err: String, pid: Int) {
+    try await offThePool { try runWorkloadWaiting(extra, summary: summary) }
+}
+
+private func runWorkloadWaiting(_ extra: [String], summary: URL?) throws -> (status: Int32, err: String, pid: Int) {
     let process = Process()
     process.executableURL = Paths.katanaBench
     process.arguments = ["workload", "--wait-for-session", "20"] + (summary.map { ["--summary", $0.path] } ?? []) + extra
@@ -191,20 +195,20 @@ func runWorkload(_ extra: [String], summary: URL?) throws -> (status: Int32, err
 
 @Suite(.serialized, .enabled(if: LTTngEnvironment.shouldRun, LTTngEnvironment.skipReason))
 struct LTTngRecordingTests {
-    @Test func aRealRecordingHasEveryDispatchWhole() throws {
+    @Test func aRealRecordingHasEveryDispatchWhole() async throws {
         let session = try RecordingSession()
         defer { session.destroy() }
         let summaryURL = session.directory.deletingLastPathComponent().appendingPathComponent("\(session.name).json")
         defer { try? FileManager.default.removeItem(at: summaryURL) }
 
         // ≥100k dispatches of mixed updaters and nested side effects, traced to LTTng and in memory at once.
-        let workload = try runWorkload(["--backend", "both", "--rounds", "500", "--children", "4"], summary: summaryURL)
+        let workload = try await runWorkload(["--backend", "both", "--rounds", "500", "--children", "4"], summary: summaryURL)
         try #require(workload.status == 0, "workload failed: \(workload.err)")
         try session.stop()
         let summary = try JSONDecoder().decode(WorkloadSummary.self, from: Data(contentsOf: summaryURL))
         #expect(summary.dispatches >= 100_000)
 
-        let (events, discarded) = try readBack(session.directory)
+        let (events, discarded) = try await readBack(session.directory)
         #expect(discarded == 0, "the tracer discarded events")
 
         var byID: [UInt64: [RecordedEvent]] = [:]
@@ -263,7 +267,7 @@ struct LTTngRecordingTests {
         #expect(events.contains { $0.event == "listeners_notified" && $0.vpid == workload.pid })
     }
 
-    @Test func theApplicationCarriesOnWhenTheSessionDaemonDies() throws {
+    @Test func theApplicationCarriesOnWhenTheSessionDaemonDies() async throws {
         let owned = try LTTngEnvironment.ensureSessiond()
         guard let sessiond = owned else {
             if LTTngEnvironment.underCI {
@@ -284,9 +288,9 @@ struct LTTngRecordingTests {
         try child.run()
         // Kill the daemon mid-workload: once events are flowing into the trace directory.
         let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline, child.isRunning, directorySize(session.directory) < 64 * 1024 { usleep(20_000) }
+        while Date() < deadline, child.isRunning, directorySize(session.directory) < 64 * 1024 { try? await Task.sleep(nanoseconds: 20_000_000) }
         #expect(child.isRunning, "the workload finished before the daemon could be killed; make it longer")
-        let consumers = (try? run(["pgrep", "-P", "\(sessiond)"]))?.out.split(separator: "\n").compactMap { pid_t($0) } ?? []
+        let consumers = (try? await runSuspending(["pgrep", "-P", "\(sessiond)"]))?.out.split(separator: "\n").compactMap { pid_t($0) } ?? []
         #expect(kill(sessiond, SIGKILL) == 0)
         for consumer in consumers { kill(consumer, SIGKILL) }
         LTTngEnvironment.lock.withLock { LTTngEnvironment.ownedSessiond = nil }
@@ -297,37 +301,37 @@ struct LTTngRecordingTests {
         #expect(summary.counter == 3000 * (4 * 25 + 95) + 1)
     }
 
-    @Test func fullBuffersDiscardEventsLoudlyAndTheApplicationCarriesOn() throws {
+    @Test func fullBuffersDiscardEventsLoudlyAndTheApplicationCarriesOn() async throws {
         let session = try RecordingSession(subbufSize: "4k", subbufs: 2)
         defer { session.destroy() }
         let summaryURL = session.directory.deletingLastPathComponent().appendingPathComponent("\(session.name).json")
         defer { try? FileManager.default.removeItem(at: summaryURL) }
-        let workload = try runWorkload(["--backend", "lttng", "--rounds", "300"], summary: summaryURL)
+        let workload = try await runWorkload(["--backend", "lttng", "--rounds", "300"], summary: summaryURL)
         #expect(workload.status == 0, "workload failed: \(workload.err)")
         try session.stop()
-        let (_, discarded) = try readBack(session.directory)
+        let (_, discarded) = try await readBack(session.directory)
         #expect(discarded > 0, "a 2×4 KiB channel should have discarded events")
-        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", session.directory.path])
+        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", session.directory.path])
         #expect(check.status == 1)
         #expect(check.out.contains("DISCARDED"))
         // Both readers count the same discarded events (from the packets' counters) and agree on everything else.
-        let disagreements = try readerDisagreements(session.directory.path, ["--top", "20"])
+        let disagreements = try await readerDisagreements(session.directory.path, ["--top", "20"])
         #expect(disagreements.isEmpty, "\(disagreements)")
     }
 }
 
 /// The trace toolkit on real recordings: each README command, one test each.
 extension LTTngRecordingTests {
-    @Test func recordAnalyzeAndExportABenchRun() throws {
-        let (directory, printed) = try recordWithTracesRecord([Paths.katanaBench.path, "-s", "mixed", "--count", "200",
+    @Test func recordAnalyzeAndExportABenchRun() async throws {
+        let (directory, printed) = try await recordWithTracesRecord([Paths.katanaBench.path, "-s", "mixed", "--count", "200",
                                                                "--warmup", "0", "--concurrency", "4"])
         defer { try? FileManager.default.removeItem(at: directory) }
         #expect(printed.hasSuffix(directory.path + "\n"), "record must print where the trace is")
-        #expect(try run(["lttng", "list"]).out.contains(directory.lastPathComponent) == false)
+        #expect(try await runSuspending(["lttng", "list"]).out.contains(directory.lastPathComponent) == false)
 
-        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
         #expect(check.status == 0, "\(check.out)")
-        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
+        let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
         #expect(analysis.status == 0)
         #expect(analysis.out.contains("KatanaBenchCore.UserAction → KatanaBenchCore.FetchProfile: 200"))
         // FetchProfile's simulated I/O runs in a user interval: 200 of them, inside FetchProfile.
@@ -337,16 +341,16 @@ extension LTTngRecordingTests {
         // The native reader and babeltrace2 agree on this recording (intervals, nesting, four threads), with and
         // without a window.
         for options in [["--top", "50"], ["--begin", "0.01", "--min-duration", "20us", "--top", "10"]] {
-            let disagreements = try readerDisagreements(directory.path, options)
+            let disagreements = try await readerDisagreements(directory.path, options)
             #expect(disagreements.isEmpty, "\(options): \(disagreements)")
         }
         let exportURL = directory.appendingPathComponent("perfetto.json")
-        let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
+        let export = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
         #expect(export.status == 0)
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
         // In Perfetto's rules (thread slices nest strictly, async ids and flows pair up) and nothing lost.
         #expect(traceEventProblems(document).isEmpty, "\(traceEventProblems(document).prefix(5))")
-        let recorded = try recordedDispatches(directory.path)
+        let recorded = try await recordedDispatches(directory.path)
         #expect(recorded.count > 1_000)
         #expect(exportedDispatches(document) == recorded, "\(recorded.subtracting(exportedDispatches(document)).count) dispatches missing")
         // Named: threads by what they ran and their own name (the procname context), the process by its pid.
@@ -357,13 +361,13 @@ extension LTTngRecordingTests {
         #expect(events.filter { $0["ph"] as? String == "b" && $0["cat"] as? String == "interval" }.count == 200)
     }
 
-    @Test func katanaBenchRecordsItsOwnRunWithTrace() throws {
+    @Test func katanaBenchRecordsItsOwnRunWithTrace() async throws {
         try LTTngEnvironment.ensureSessiond()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-trace-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let bench = try run([Paths.katanaBench.path, "-s", "updaters", "--count", "2000", "--warmup", "0", "--trace", directory.path])
+        let bench = try await runSuspending([Paths.katanaBench.path, "-s", "updaters", "--count", "2000", "--warmup", "0", "--trace", directory.path])
         try #require(bench.status == 0, "\(bench.err)")
-        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
         #expect(check.status == 0, "\(check.out)")
         #expect(check.out.contains("\"discarded\": 0"))
     }
@@ -416,7 +420,7 @@ extension LTTngRecordingTests {
         return LTTngEnvironment.sessiondPIDs().isEmpty
     }
 
-    @Test func aTraceWithoutKatanaEventsIsRejected() throws {
+    @Test func aTraceWithoutKatanaEventsIsRejected() async throws {
         try LTTngEnvironment.ensureSessiond()
         let name = "katana-none-\(getpid())-\(UInt64.random(in: 0..<UInt64.max))"
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
@@ -424,19 +428,19 @@ extension LTTngRecordingTests {
             _ = try? run(["lttng", "destroy", name])
             try? FileManager.default.removeItem(at: directory)
         }
-        try #require(try run(["lttng", "create", name, "--output=\(directory.path)"]).status == 0)
-        try #require(try run(["lttng", "enable-event", "-u", "-s", name, "lttng_ust_statedump:*"]).status == 0)
-        try #require(try run(["lttng", "start", name]).status == 0)
-        _ = try run([Paths.katanaBench.path, "-s", "updaters", "--count", "100", "--warmup", "0"])
-        _ = try run(["lttng", "stop", name])
-        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
+        try #require(try await runSuspending(["lttng", "create", name, "--output=\(directory.path)"]).status == 0)
+        try #require(try await runSuspending(["lttng", "enable-event", "-u", "-s", name, "lttng_ust_statedump:*"]).status == 0)
+        try #require(try await runSuspending(["lttng", "start", name]).status == 0)
+        _ = try await runSuspending([Paths.katanaBench.path, "-s", "updaters", "--count", "100", "--warmup", "0"])
+        _ = try await runSuspending(["lttng", "stop", name])
+        let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
         #expect(analysis.status == 2)
         #expect(analysis.err.contains("katana_trace:"))
     }
 
     /// LTTng live: a relay daemon on loopback, a live session streaming to it, babeltrace2 reading the stream
     /// while the workload runs — the path for tracing many hosts to one relay.
-    @Test func liveStreamingThroughARelayOnLoopback() throws {
+    @Test func liveStreamingThroughARelayOnLoopback() async throws {
         try LTTngEnvironment.ensureSessiond()
         let base = Int.random(in: 20_000..<60_000)
         let relay = Process()
@@ -457,16 +461,16 @@ extension LTTngRecordingTests {
         defer { _ = try? run(["lttng", "destroy", name]) }
         var created = false
         for _ in 0..<50 where !created {
-            created = (try run(["lttng", "create", name, "--live=200000", "--set-url=net://127.0.0.1:\(base):\(base + 1)"])).status == 0
-            if !created { usleep(100_000) }
+            created = (try await runSuspending(["lttng", "create", name, "--live=200000", "--set-url=net://127.0.0.1:\(base):\(base + 1)"])).status == 0
+            if !created { try? await Task.sleep(nanoseconds: 100_000_000) }
         }
         try #require(created, "could not create a live session against the relay")
-        try #require(try run(["lttng", "enable-channel", "-u", "-s", name, "--subbuf-size=8M", "--num-subbuf=8", "katana"]).status == 0)
-        try #require(try run(["lttng", "enable-event", "-u", "-s", name, "-c", "katana", "katana:*"]).status == 0)
-        try #require(try run(["lttng", "add-context", "-u", "-s", name, "-c", "katana", "-t", "vpid", "-t", "vtid"]).status == 0)
-        try #require(try run(["lttng", "start", name]).status == 0)
+        try #require(try await runSuspending(["lttng", "enable-channel", "-u", "-s", name, "--subbuf-size=8M", "--num-subbuf=8", "katana"]).status == 0)
+        try #require(try await runSuspending(["lttng", "enable-event", "-u", "-s", name, "-c", "katana", "katana:*"]).status == 0)
+        try #require(try await runSuspending(["lttng", "add-context", "-u", "-s", name, "-c", "katana", "-t", "vpid", "-t", "vtid"]).status == 0)
+        try #require(try await runSuspending(["lttng", "start", name]).status == 0)
 
-        let hostname = try run(["hostname"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        let hostname = try await runSuspending(["hostname"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
         let reader = Process()
         reader.executableURL = URL(fileURLWithPath: "/usr/bin/babeltrace2")
         reader.arguments = ["--input-format=lttng-live", "net://127.0.0.1:\(base + 2)/host/\(hostname)/\(name)"]
@@ -477,7 +481,7 @@ extension LTTngRecordingTests {
         reader.standardError = FileHandle.nullDevice
         try reader.run()
 
-        let workload = try runWorkload(["--backend", "lttng", "--rounds", "20"], summary: nil)
+        let workload = try await runWorkload(["--backend", "lttng", "--rounds", "20"], summary: nil)
         #expect(workload.status == 0, "\(workload.err)")
         let mine = "vpid = \(workload.pid),"
         func count(_ event: String, in text: String) -> Int {
@@ -491,8 +495,8 @@ extension LTTngRecordingTests {
             if count("katana:dispatch_end", in: live) >= 4_001 { break }
             usleep(100_000)
         }
-        _ = try run(["lttng", "stop", name])
-        _ = try run(["lttng", "destroy", name])
+        _ = try await runSuspending(["lttng", "stop", name])
+        _ = try await runSuspending(["lttng", "destroy", name])
         // The reader ends when the session is destroyed; give it a bounded time, then stop it.
         let readerDeadline = Date().addingTimeInterval(15)
         while reader.isRunning, Date() < readerDeadline { usleep(100_000) }
@@ -515,10 +519,10 @@ func directorySize(_ url: URL) -> Int {
 
 /// Records `command` with `traces/record` into a fresh temporary directory (the caller removes it); fails the test
 /// unless recording succeeded. Returns the directory and what `traces/record` printed.
-func recordWithTracesRecord(_ command: [String]) throws -> (directory: URL, printed: String) {
+func recordWithTracesRecord(_ command: [String]) async throws -> (directory: URL, printed: String) {
     try LTTngEnvironment.ensureSessiond()
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-record-\(UUID().uuidString)")
-    let record = try run([Paths.packageRoot.appendingPathComponent("traces/record").path, "-o", directory.path, "--"] + command)
+    let record = try await runSuspending([Paths.packageRoot.appendingPathComponent("traces/record").path, "-o", directory.path, "--"] + command)
     try #require(record.status == 0, "traces/record failed: \(record.err)")
     return (directory, record.out)
 }
@@ -537,7 +541,7 @@ extension LTTngRecordingTests {
         let snapshots = recorded.out.split(separator: "\n").map(String.init)
         try #require(snapshots.count == 1, "one slow child, one snapshot: \(recorded.out) \(recorded.err)")
 
-        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", snapshots[0]])
+        let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", snapshots[0]])
         try #require(analysis.status == 0, "\(analysis.err)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
         let over = try #require(report["over_budget"] as? [String: Any], "the snapshot must hold the budget_exceeded event")
@@ -547,14 +551,14 @@ extension LTTngRecordingTests {
         #expect((slowChild["actual_ns"] as? Int ?? 0) >= 400_000_000 && slowChild["budget_ns"] as? Int == 200_000_000)
         let parents = try #require(slowChild["parents"] as? [[String: Any]])
         #expect(parents.first?["name"] as? String == "KatanaBenchCore.Round", "the parent chain: \(parents)")
-        let snapshotDisagreements = try readerDisagreements(snapshots[0], ["--top", "5"])
+        let snapshotDisagreements = try await readerDisagreements(snapshots[0], ["--top", "5"])
         #expect(snapshotDisagreements.isEmpty, "over budget, in a snapshot: \(snapshotDisagreements)")
         // The snapshot has the slow child's and its parent's own events.
-        let dump = try run(["/usr/bin/python3", Paths.traceTool, "dump", snapshots[0]])
+        let dump = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "dump", snapshots[0]])
         let childID = slowChild["id"] as? Int ?? -1, parentID = parents.first?["id"] as? Int ?? -1
         #expect(dump.out.contains("\"event\": \"dispatch_begin\", \"id\": \(childID),"), "no begin of the slow child")
         #expect(dump.out.contains("\"event\": \"dispatch_begin\", \"id\": \(parentID),"), "no begin of its parent")
-        #expect(try run(["lttng", "list"]).out.contains(slow.lastPathComponent) == false, "the session is gone")
+        #expect(try await runSuspending(["lttng", "list"]).out.contains(slow.lastPathComponent) == false, "the session is gone")
 
         // The same workload with nothing slow: no snapshot.
         let calm = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
@@ -570,13 +574,13 @@ extension LTTngRecordingTests {
 /// KatanaRouter's transitions in a real recording: the example's flow, recorded with traces/record. Part of the
 /// serialized recording suite, so no other recording (which sees every process's events) runs meanwhile.
 extension LTTngRecordingTests {
-    @Test func navigationTransitionsAreRecordedAnalysedAndExported() throws {
-        let (directory, _) = try recordWithTracesRecord([Paths.routerExample.path])
+    @Test func navigationTransitionsAreRecordedAnalysedAndExported() async throws {
+        let (directory, _) = try await recordWithTracesRecord([Paths.routerExample.path])
         defer { try? FileManager.default.removeItem(at: directory) }
 
-        let check = try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
         #expect(check.status == 0, "\(check.out)")
-        let (events, discarded) = try readBack(directory)
+        let (events, discarded) = try await readBack(directory)
         #expect(discarded == 0)
         // The example makes 11 navigation transitions with 16 routable calls between them (its printed output).
         let begins = events.filter { $0.event == "transition_begin" }
@@ -585,14 +589,14 @@ extension LTTngRecordingTests {
         #expect(begins.count == 27 && ends.count == 27)
         #expect(begins.contains { $0.name == "push Product" } && begins.contains { $0.name == "pop Shipping" })
 
-        let analysis = try run(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
+        let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
         #expect(analysis.status == 0)
         #expect(analysis.out.contains("navigation transitions (KatanaRouter):"))
         #expect(analysis.out.contains("navigation                                       11"), "\(analysis.out)")
-        let transitionDisagreements = try readerDisagreements(directory.path, ["--top", "5"])
+        let transitionDisagreements = try await readerDisagreements(directory.path, ["--top", "5"])
         #expect(transitionDisagreements.isEmpty, "transitions: \(transitionDisagreements)")
         let exportURL = directory.appendingPathComponent("perfetto.json")
-        let export = try run(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
+        let export = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
         #expect(export.status == 0)
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
         #expect(traceEventProblems(document).isEmpty)

@@ -39,6 +39,13 @@ func run(_ arguments: [String], environment: [String: String]? = nil) throws -> 
     try runProcess(URL(fileURLWithPath: "/usr/bin/env"), arguments, environment: environment)
 }
 
+/// `run` for tests: the caller's task suspends while the command runs, instead of holding one of the cooperative
+/// pool's threads (two on a 2-core machine) that every other test's tasks need meanwhile.
+@discardableResult
+func runSuspending(_ arguments: [String], environment: [String: String]? = nil) async throws -> (status: Int32, out: String, err: String) {
+    try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), arguments, environment: environment)
+}
+
 enum Paths {
     /// The package root, found from this file's path.
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

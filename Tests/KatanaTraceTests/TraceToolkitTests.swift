@@ -119,8 +119,8 @@ func exportedDispatches(_ document: [String: Any]) -> Set<String> {
 }
 
 /// The (pid, dispatch id) pairs of a trace, from `katana_trace.py dump`.
-func recordedDispatches(_ trace: String) throws -> Set<String> {
-    let dump = try Toolkit.tool(["dump", trace])
+func recordedDispatches(_ trace: String) async throws -> Set<String> {
+    let dump = try await Toolkit.slowTool(["dump", trace])
     guard dump.status == 0 else { throw RecordingError("dump failed: \(dump.err)") }
     var ids = Set<String>()
     for line in dump.out.split(separator: "\n") {
@@ -135,15 +135,15 @@ func recordedDispatches(_ trace: String) throws -> Set<String> {
 /// Where `analyze --json` read through the native reader (katana_scan.c) and through babeltrace2 (the reference)
 /// differ on `trace` with `options`: nothing, or the first differences as "path: native vs babeltrace2". Also fails
 /// unless each report says it came from the reader asked for.
-func readerDisagreements(_ trace: String, _ options: [String] = []) throws -> [String] {
-    func report(_ reader: String) throws -> [String: Any] {
-        let outcome = try Toolkit.tool(["analyze", "--json", "--reader", reader] + options + [trace])
+func readerDisagreements(_ trace: String, _ options: [String] = []) async throws -> [String] {
+    func report(_ reader: String) async throws -> [String: Any] {
+        let outcome = try await Toolkit.slowTool(["analyze", "--json", "--reader", reader] + options + [trace])
         try #require(outcome.status == 0, "analyze --reader \(reader) \(options) \(trace): \(outcome.err)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(outcome.out.utf8)) as? [String: Any])
         try #require(report["reader"] as? String == reader, "asked for the \(reader) reader, got \(report["reader"] ?? "?")")
         return report
     }
-    var native = try report("native"), reference = try report("babeltrace2")
+    var native = try await report("native"), reference = try await report("babeltrace2")
     native["reader"] = nil
     reference["reader"] = nil
     var differences: [String] = []
@@ -181,8 +181,8 @@ func readerDisagreements(_ trace: String, _ options: [String] = []) throws -> [S
 
 @Suite(.enabled(if: Toolkit.bt2Available || LTTngEnvironment.underCI, "needs python3-bt2 (scripts/setup-system.sh)"))
 struct TraceToolkitTests {
-    @Test func theSampleAnalysisMatchesItsCommittedOutput() throws {
-        let analysis = try Toolkit.tool(["analyze", Toolkit.sample])
+    @Test func theSampleAnalysisMatchesItsCommittedOutput() async throws {
+        let analysis = try await Toolkit.slowTool(["analyze", Toolkit.sample])
         try #require(analysis.status == 0, "\(analysis.err)")
         let golden = try String(contentsOf: Paths.packageRoot.appendingPathComponent("traces/sample-analysis.txt"), encoding: .utf8)
         #expect(analysis.out == golden)
@@ -190,7 +190,7 @@ struct TraceToolkitTests {
         #expect(analysis.out.contains("katana_bench.UserAction → katana_bench.FetchProfile"))
         #expect(analysis.out.contains("svc sd"))
 
-        let json = try Toolkit.tool(["analyze", "--json", Toolkit.sample])
+        let json = try await Toolkit.slowTool(["analyze", "--json", Toolkit.sample])
         let report = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any])
         #expect(report["discarded_events"] as? Int == 0)
         #expect((report["types"] as? [[String: Any]])?.count ?? 0 >= 4)
@@ -200,8 +200,8 @@ struct TraceToolkitTests {
     /// The native reader gives babeltrace2's analysis, to the dispatch, on the sample: every option, every field.
     @Test(arguments: [[], ["--top", "2000"], ["--top", "5", "--begin", "0.004", "--end", "0.008"],
                       ["--min-duration", "50us", "--top", "20"], ["--begin", "0.0052"], ["--end", "0.001"]])
-    func theNativeReaderAgreesWithBabeltrace2OnTheSample(options: [String]) throws {
-        let differences = try readerDisagreements(Toolkit.sample, options)
+    func theNativeReaderAgreesWithBabeltrace2OnTheSample(options: [String]) async throws {
+        let differences = try await readerDisagreements(Toolkit.sample, options)
         #expect(differences.isEmpty, "\(options): \(differences)")
     }
 
@@ -271,17 +271,17 @@ struct TraceToolkitTests {
         #expect(declined > 0 && read > 0, "the damage should sometimes be read past and sometimes declined: \(read) read, \(declined) declined")
     }
 
-    @Test func theSampleExportMatchesTheGoldenFileAndKeepsEveryDispatchInPerfettosRules() throws {
+    @Test func theSampleExportMatchesTheGoldenFileAndKeepsEveryDispatchInPerfettosRules() async throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("katana-export-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: output) }
-        let exported = try Toolkit.tool(["export", Toolkit.sample, "-o", output.path])
+        let exported = try await Toolkit.slowTool(["export", Toolkit.sample, "-o", output.path])
         try #require(exported.status == 0, "\(exported.err)")
         let produced = try Data(contentsOf: output)
         let golden = try Data(contentsOf: Paths.packageRoot.appendingPathComponent("traces/sample-perfetto.json"))
         #expect(produced == golden, "the export of traces/sample no longer matches traces/sample-perfetto.json")
         let document = try #require(try JSONSerialization.jsonObject(with: produced) as? [String: Any])
         #expect(traceEventProblems(document).isEmpty, "\(traceEventProblems(document).prefix(5))")
-        let recorded = try recordedDispatches(Toolkit.sample)
+        let recorded = try await recordedDispatches(Toolkit.sample)
         #expect(recorded.count == 1081)
         #expect(exportedDispatches(document) == recorded, "dispatches missing from the export")
         let events = document["traceEvents"] as? [[String: Any]] ?? []
@@ -354,17 +354,17 @@ struct TraceToolkitTests {
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("out.json").path))
     }
 
-    @Test func badInputIsAClearErrorWithExitStatusTwo() throws {
+    @Test func badInputIsAClearErrorWithExitStatusTwo() async throws {
         let empty = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-trace-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: empty) }
         try "hello".write(to: empty.appendingPathComponent("notes.txt"), atomically: true, encoding: .utf8)
         for command in ["check", "analyze", "dump"] {
-            let outcome = try Toolkit.tool([command, empty.path])
+            let outcome = try await Toolkit.slowTool([command, empty.path])
             #expect(outcome.status == 2, "\(command): \(outcome.status)")
             #expect(outcome.err.contains("katana_trace:"))
         }
-        #expect(try Toolkit.tool(["check", "/nonexistent/trace"]).status == 2)
+        #expect(try await Toolkit.slowTool(["check", "/nonexistent/trace"]).status == 2)
 
         // A truncated trace: a copy of the sample whose data stream is cut in the middle of a packet.
         let truncated = FileManager.default.temporaryDirectory.appendingPathComponent("truncated-\(UUID().uuidString)")
@@ -374,36 +374,36 @@ struct TraceToolkitTests {
         let handle = try FileHandle(forWritingTo: stream)
         try handle.truncate(atOffset: 5_000)
         try handle.close()
-        let outcome = try Toolkit.tool(["analyze", truncated.path])
+        let outcome = try await Toolkit.slowTool(["analyze", truncated.path])
         #expect(outcome.status == 2, "a truncated trace must be rejected: \(outcome.status) \(outcome.out.prefix(200))")
         #expect(outcome.err.contains("not a readable CTF trace"))
 
         // Outputs: a missing folder, a directory, a device; a symbolic link is followed, not replaced.
-        #expect(try Toolkit.tool(["export", Toolkit.sample, "-o", "/nonexistent/out.json"]).status == 2)
-        let directory = try Toolkit.tool(["export", Toolkit.sample, "-o", empty.path])
+        #expect(try await Toolkit.slowTool(["export", Toolkit.sample, "-o", "/nonexistent/out.json"]).status == 2)
+        let directory = try await Toolkit.slowTool(["export", Toolkit.sample, "-o", empty.path])
         #expect(directory.status == 2 && directory.err.contains("is a directory") && !directory.err.contains("Traceback"))
-        let device = try Toolkit.tool(["export", Toolkit.sample, "-o", "/dev/null"])
+        let device = try await Toolkit.slowTool(["export", Toolkit.sample, "-o", "/dev/null"])
         #expect(device.status == 2 && device.err.contains("not a regular file"))
         let target = empty.appendingPathComponent("target.json")
         try "old".write(to: target, atomically: true, encoding: .utf8)
         let link = empty.appendingPathComponent("link.json")
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
-        #expect(try Toolkit.tool(["export", Toolkit.sample, "-o", link.path]).status == 0)
+        #expect(try await Toolkit.slowTool(["export", Toolkit.sample, "-o", link.path]).status == 0)
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == target.path)
         #expect(try Data(contentsOf: target).count > 100_000)
 
         // Options out of range.
         for bad in [["--top", "0"], ["--top", "x"], ["--begin", "-1"], ["--begin", "nan"], ["--min-duration", "fast"],
                     ["--begin", "2", "--end", "1"]] {
-            let outcome = try Toolkit.tool(["analyze"] + bad + [Toolkit.sample])
+            let outcome = try await Toolkit.slowTool(["analyze"] + bad + [Toolkit.sample])
             #expect(outcome.status == 2, "\(bad): \(outcome.status)")
             #expect(!outcome.err.contains("Traceback"), "\(bad): \(outcome.err)")
         }
     }
 
     /// The options of `analyze`, checked against the events themselves (from `dump`).
-    @Test func analyzeTopWindowDurationAndDistribution() throws {
-        let dump = try Toolkit.tool(["dump", Toolkit.sample])
+    @Test func analyzeTopWindowDurationAndDistribution() async throws {
+        let dump = try await Toolkit.slowTool(["dump", Toolkit.sample])
         var begins: [Int: (ts: Int, name: String)] = [:]
         var ends: [Int: Int] = [:]
         var first = Int.max
@@ -415,14 +415,14 @@ struct TraceToolkitTests {
             if kind == "dispatch_end" { ends[e["id"] as! Int] = ts }
         }
         let services = begins.compactMap { id, b in ends[id].map { (id: id, service: $0 - b.ts, begin: b.ts, name: b.name) } }
-        func report(_ extra: [String]) throws -> [String: Any] {
-            let outcome = try Toolkit.tool(["analyze", "--json"] + extra + [Toolkit.sample])
+        func report(_ extra: [String]) async throws -> [String: Any] {
+            let outcome = try await Toolkit.slowTool(["analyze", "--json"] + extra + [Toolkit.sample])
             try #require(outcome.status == 0, "\(outcome.err)")
             return try #require(try JSONSerialization.jsonObject(with: Data(outcome.out.utf8)) as? [String: Any])
         }
 
         // --top: the N longest, longest first, with their parent chains.
-        let all = try report(["--top", "2000"])
+        let all = try await report(["--top", "2000"])
         let top = try #require(all["top"] as? [[String: Any]])
         #expect(top.count == 1081)
         #expect(top.map { $0["service_ns"] as! Int } == services.map(\.service).sorted(by: >))
@@ -433,7 +433,7 @@ struct TraceToolkitTests {
         #expect((nested?["parents"] as? [[String: Any]])?.count == 2, "an updater of FetchProfile has a chain of two")
 
         // --begin/--end: dispatches that began in the window; --min-duration: only those that took that long.
-        let windowed = try report(["--begin", "0.004", "--end", "0.008", "--min-duration", "50us"])
+        let windowed = try await report(["--begin", "0.004", "--end", "0.008", "--min-duration", "50us"])
         let expected = services.filter {
             $0.begin >= first + 4_000_000 && $0.begin <= first + 8_000_000 && $0.service >= 50_000
         }
@@ -449,7 +449,7 @@ struct TraceToolkitTests {
             let buckets = try #require(type["service_distribution"] as? [[String: Any]])
             #expect(buckets.reduce(0) { $0 + ($1["count"] as! Int) } == type["count"] as? Int)
         }
-        let text = try Toolkit.tool(["analyze", "--histogram", "--top", "3", Toolkit.sample])
+        let text = try await Toolkit.slowTool(["analyze", "--histogram", "--top", "3", Toolkit.sample])
         #expect(text.out.contains("katana_bench.UserAction — service time distribution (120 dispatches):"))
         #expect(text.out.contains("the 3 longest dispatches (service time):"))
     }
@@ -458,12 +458,12 @@ struct TraceToolkitTests {
     /// deviation agree with `analyze`'s.
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/lttng-periodstats") || LTTngEnvironment.underCI,
                    "needs lttng-periodstats (python3-lttnganalyses, scripts/setup-system.sh)"))
-    func lttngAnalysesRecipeAgreesWithAnalyze() throws {
-        let outcome = try run(["lttng-periodstats", "--period",
+    func lttngAnalysesRecipeAgreesWithAnalyze() async throws {
+        let outcome = try await runSuspending(["lttng-periodstats", "--period",
                                "svc : $evt.$name==\"katana:dispatch_begin\" : $evt.$name==\"katana:dispatch_end\" && $evt.id==$begin.$evt.id",
                                "--period-captures", "svc : name=$evt.name", "--group-by", "svc.name", Toolkit.sample])
         try #require(outcome.status == 0, "\(outcome.err)")
-        let analysis = try Toolkit.tool(["analyze", "--json", Toolkit.sample])
+        let analysis = try await Toolkit.slowTool(["analyze", "--json", Toolkit.sample])
         let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
         for type in try #require(report["types"] as? [[String: Any]]) where (type["count"] as? Int ?? 0) > 1 {
             let name = type["name"] as! String
@@ -493,10 +493,10 @@ struct TraceToolkitTests {
 
     @Test(.enabled(if: (Toolkit.xmllintInstalled && Toolkit.schema != nil) || LTTngEnvironment.underCI,
                    Comment(rawValue: Toolkit.schemaSkipMessage)))
-    func theTraceCompassAnalysisValidatesAgainstTheSchema() throws {
+    func theTraceCompassAnalysisValidatesAgainstTheSchema() async throws {
         let schema = try #require(Toolkit.schema, "CI=true but \(Toolkit.schemaVariable) is not set: .ci/run points it at the schema folder")
         #expect(FileManager.default.fileExists(atPath: schema), "\(Toolkit.schemaVariable) names no xmlDefinition.xsd: \(schema)")
-        let outcome = try run(["xmllint", "--noout", "--schema", schema,
+        let outcome = try await runSuspending(["xmllint", "--noout", "--schema", schema,
                                Paths.packageRoot.appendingPathComponent("traces/katana.xml").path])
         #expect(outcome.status == 0, "\(outcome.err)")
         // And a broken analysis does not: the check is real.
@@ -506,6 +506,6 @@ struct TraceToolkitTests {
         try text.replacingOccurrences(of: "<stateProvider id=\"org.katana.dispatch.state\" version=\"3\">",
                                       with: "<stateProvider id=\"org.katana.dispatch.state\">")
             .write(to: broken, atomically: true, encoding: .utf8)
-        #expect(try run(["xmllint", "--noout", "--schema", schema, broken.path]).status != 0)
+        #expect(try await runSuspending(["xmllint", "--noout", "--schema", schema, broken.path]).status != 0)
     }
 }
