@@ -64,6 +64,35 @@ struct CountingIncrement: StateUpdater {
     }
 }
 
+/// Records into `backend` and measures the longest time the lane went without beginning an updater (from the first
+/// updater's begin to the last's): how long the lane stood still.
+final class LaneStopWatch: TraceBackend, @unchecked Sendable {
+    // `last` and `longest` are guarded by `lock`.
+    private let backend: InMemoryTraceBackend
+    private let lock = NSLock()
+    private var last: UInt64 = 0
+    private var longest: UInt64 = 0
+
+    init(_ backend: InMemoryTraceBackend) { self.backend = backend }
+
+    var longestStop: UInt64 { lock.withLock { longest } }
+    /// Measures afresh from the next begin.
+    func restart() { lock.withLock { (last, longest) = (0, 0) } }
+    var isEnabled: Bool { backend.isEnabled }
+    func dispatchEnqueue(_ event: DispatchEnqueueEvent) { backend.dispatchEnqueue(event) }
+    func dispatchBegin(_ event: DispatchBeginEvent) {
+        if event.kind == .stateUpdater {
+            let now = DispatchTime.now().uptimeNanoseconds
+            lock.withLock {
+                if last != 0 { longest = max(longest, now &- last) }
+                last = now
+            }
+        }
+        backend.dispatchBegin(event)
+    }
+    func dispatchEnd(_ event: DispatchEndEvent) { backend.dispatchEnd(event) }
+}
+
 /// An updater that takes `microseconds` to apply.
 struct SlowIncrement: StateUpdater {
     let microseconds: UInt32
@@ -84,8 +113,9 @@ struct AwaitEach: SideEffect {
 @Suite struct FloodPolicyTests {
     /// 4 threads fire-and-forget as fast as they can while a side effect awaits its updaters one at a time; returns
     /// the deepest backlog any of the side effect's updaters found at enqueue, and the deepest overall.
-    func flood(limit: Int?) async throws -> (awaited: UInt32, overall: UInt32, counter: Int) {
-        let backend = InMemoryTraceBackend()
+    func flood(limit: Int?) async throws -> (awaited: UInt32, overall: UInt32, counter: Int, longestStop: UInt64) {
+        let recorded = InMemoryTraceBackend()
+        let backend = LaneStopWatch(recorded)
         let store = makeStore(configuration: .init(traceBackend: backend, backlogLimit: limit))
         let flooders = 4, perFlooder = 5_000, rounds = 200
         let floodersDone = DispatchSemaphore(value: 0)
@@ -102,21 +132,27 @@ struct AwaitEach: SideEffect {
         let counter = store.state.counter
         var sideEffectID: UInt64 = 0
         var deepestAwaited: UInt32 = 0, deepest: UInt32 = 0
-        for case let .enqueue(event) in backend.events {
+        for case let .enqueue(event) in recorded.events {
             if event.kind == .sideEffect { sideEffectID = event.id; continue }
             deepest = max(deepest, event.queueDepth)
             if event.parentID == sideEffectID, sideEffectID != 0 { deepestAwaited = max(deepestAwaited, event.queueDepth) }
         }
-        return (deepestAwaited, deepest, counter)
+        return (deepestAwaited, deepest, counter, backend.longestStop)
     }
 
     @Test func aFloodCannotPushAnAwaitedUpdaterBehindMoreThanTheBacklogLimit() async throws {
         let limit = 64
         let result = try await flood(limit: limit)
         #expect(result.counter == 4 * 5_000 + 200 + 1, "nothing lost")
-        // Each producer with items queued waits at the limit; at most one item per producer thread gets past it.
-        #expect(result.overall <= UInt32(limit + 8), "backlog reached \(result.overall) with a limit of \(limit)")
-        #expect(result.awaited <= UInt32(limit + 8), "an awaited updater found \(result.awaited) items ahead of it")
+        // The limit holds while the lane moves. A lane that applied nothing for the stall timeout (100 ms) lets
+        // producers through by design (it may be waiting for one of them); under ThreadSanitizer the holder can
+        // really stop that long (seen: seconds inside the Swift runtime's metadata lock), so the bound is checked
+        // only when the lane never stopped that long.
+        if result.longestStop < 90_000_000 {
+            // Each producer with items queued waits at the limit; at most one item per producer thread gets past it.
+            #expect(result.overall <= UInt32(limit + 8), "backlog reached \(result.overall) with a limit of \(limit)")
+            #expect(result.awaited <= UInt32(limit + 8), "an awaited updater found \(result.awaited) items ahead of it")
+        }
     }
 
     @Test func withoutALimitNothingHoldsProducersBack() async throws {
@@ -140,23 +176,29 @@ struct AwaitEach: SideEffect {
     /// everything pending as one batch: while 300 slow items were applied no batch was taken, waiting producers
     /// took the lane for stalled and flooded on — in a ThreadSanitizer run, the flood scenario's queue reached 8 GB.)
     @Test func afterAStallASlowButMovingLaneHoldsProducersAgain() async throws {
-        let backend = InMemoryTraceBackend()
+        let recorded = InMemoryTraceBackend()
+        let backend = LaneStopWatch(recorded)
         let store = makeStore(configuration: .init(traceBackend: backend, backlogLimit: 8))
         let hold = await LaneHold.start(store, appending: 0)
         // Behind the held lane: 8 slow items queue, the producer waits for the stall timeout, then queues the rest.
         await onThread { for _ in 0..<300 { store.dispatch(SlowIncrement(microseconds: 1_000)) } }
+        backend.restart()
         await hold.release()
         // The lane now applies 300 items of 1 ms: a flood of fast ones meanwhile must wait for room.
         let flood = 5_000
         await onThread { for _ in 0..<flood { store.dispatch(Increment()) } }
         try await store.dispatch(Increment()).value
         #expect(store.state.counter == 300 + flood + 1, "nothing lost")
-        let depths = backend.events.compactMap { event -> UInt32? in
+        let depths = recorded.events.compactMap { event -> UInt32? in
             if case let .enqueue(e) = event, e.name == TraceName.of(Increment.self) { return e.queueDepth }
             return nil
         }
-        // Held: each fast item finds at most the slow leftovers and the limit ahead of it, never the flood.
-        #expect(depths.max() ?? 0 < 1_000, "the flood piled up behind a moving lane: \(depths.max() ?? 0) items ahead")
+        // Held: each fast item finds at most the slow leftovers and the limit ahead of it, never the flood — while
+        // the lane moves (a lane stopped for the stall timeout, as ThreadSanitizer's runtime can stop it, lets
+        // producers through by design).
+        if backend.longestStop < 90_000_000 {
+            #expect(depths.max() ?? 0 < 1_000, "the flood piled up behind a moving lane: \(depths.max() ?? 0) items ahead")
+        }
     }
 
     @Test func aStalledLaneDoesNotHoldProducersForever() async throws {
