@@ -40,22 +40,24 @@ public struct ErasedState: State {
 }
 
 extension SideEffect {
-    @inlinable
+    // Always inlined into the conforming type's witness, so `typed` is specialised there (the context's type is
+    // then a static, not a run-time lookup of `SideEffectContext<S, D>` and its optional on every side effect).
+    @inlinable @inline(__always)
     public func anySideEffect(_ context: AnySideEffectContext) async throws -> any Sendable {
-        try await sideEffect(context.typed(StateType.self, Dependencies.self))
+        try await sideEffect(typedContext(context, StateType.self, Dependencies.self))
     }
 }
 
 extension ReturningSideEffect {
-    @inlinable
+    @inlinable @inline(__always)
     public func anySideEffect(_ context: AnySideEffectContext) async throws -> any Sendable {
         try await sideEffect(context as any AnySideEffectContext)
     }
 
     /// Katana 6's erased form, for a side effect that wrote the typed one: checks the context's types, then runs it.
-    @inlinable
+    @inlinable @inline(__always)
     public func sideEffect(_ context: AnySideEffectContext) async throws -> ReturnValue {
-        try await sideEffect(context.typed(StateType.self, Dependencies.self))
+        try await sideEffect(typedContext(context, StateType.self, Dependencies.self))
     }
 
     /// The typed form, for a side effect that wrote Katana 6's erased one: runs that.

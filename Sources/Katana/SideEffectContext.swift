@@ -97,14 +97,25 @@ public protocol AnySideEffectContext: Sendable {
     @discardableResult func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable>
 }
 
+/// `AnySideEffectContext.typed`, generic only over the target types: called on an existential, a protocol-extension
+/// method stays generic over the opened `Self` and is never specialised, so every side effect looked up
+/// `SideEffectContext<S, D>`'s metadata at run time (~320 instructions); this one is specialised in the side effect's
+/// module, where that metadata is a static.
+@inlinable
+func typedContext<S: State, D: SideEffectDependencyContainer>(
+    _ context: any AnySideEffectContext, _: S.Type, _: D.Type
+) throws -> SideEffectContext<S, D> {
+    if let typed = context as? SideEffectContext<S, D> { return typed }
+    throw KatanaError.contextTypeMismatch(expected: "\(SideEffectContext<S, D>.self)", got: "\(type(of: context))")
+}
+
 extension AnySideEffectContext {
     /// The typed context for a side effect declaring `S` and `D`; throws when the store has other types.
     /// (Inlinable, so the side effect's own module specialises it: the target type's metadata is then cached there
     /// instead of looked up on every side effect.)
     @inlinable
     public func typed<S: State, D: SideEffectDependencyContainer>(_: S.Type, _: D.Type) throws -> SideEffectContext<S, D> {
-        if let typed = self as? SideEffectContext<S, D> { return typed }
-        throw KatanaError.contextTypeMismatch(expected: "\(SideEffectContext<S, D>.self)", got: "\(type(of: self))")
+        try typedContext(self, S.self, D.self)
     }
 
     /// Dispatches a state updater (Katana 6's `dispatch` on the erased context). A wrong state type rejects the
