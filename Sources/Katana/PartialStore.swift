@@ -159,6 +159,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// `ScopedSideEffectContext`).
     @usableFromInline @exclusivity(unchecked) final var contextPrototype: (any ScopedSideEffectContext)!
 
+    /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
+    /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
+    /// effects dispatched from one thread while others apply updaters otherwise contend for.
+    @usableFromInline final let readyForSideEffects = Atomic<Bool>(false)
+
     /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).
     public final var listenerCount: Int { laneLock.withLock { listeners.count } }
 
@@ -778,6 +783,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         let (id, name) = traceIdentity(of: type)
         let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name,
                                   bypass: bypassInterceptors)
+        if id == 0, readyForSideEffects.load(ordering: .acquiring) {
+            start(item)
+            return DispatchHandle(cell)
+        }
         laneLock.lock()
         if lane.isHeld {
             if id != 0 { traceEnqueue(item, lane: .held, depth: lane.held?.count ?? 0) }
@@ -864,6 +873,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         while true {
             laneLock.lock()
             let taken = lane.takeHeld()
+            if taken == nil { readyForSideEffects.store(true, ordering: .releasing) }
             laneLock.unlock()
             guard let items = taken else { return }
             for item in items {
