@@ -1069,6 +1069,14 @@ def worker(args):
     except TraceError as error:
         sys.stderr.write(f"{PROG}: {error}\n")
         return 2
+    except KeyError as error:
+        # babeltrace2 read the trace, but a katana event lacks a field the command needs.
+        sys.stderr.write(f"{PROG}: {args.trace}: a katana event has no field '{error.args[0] if error.args else '?'}' "
+                         f"(damaged metadata, or events of another version of the provider)\n")
+        return 2
+    except Exception as error:  # never a traceback, never a silent status: one line and exit 2
+        sys.stderr.write(f"{PROG}: {args.trace}: cannot read this trace ({type(error).__name__}: {str(error)[:200]})\n")
+        return 2
 
 
 def check_trace_path(path):
@@ -1158,7 +1166,7 @@ def supervise(argv, args):
         sys.stderr.write(f"{PROG}: {args.trace}: not a readable CTF trace (babeltrace2 ended with {reason}: "
                          f"damaged metadata or data streams)\n")
         return 2
-    if status not in (0, 1, 2) and not own:
+    if (status not in (0, 1, 2) or (status == 1 and args.command != "check")) and not own:
         sys.stderr.write(f"{PROG}: {args.trace}: reading failed (exit status {status})\n")
         return 2
     return status

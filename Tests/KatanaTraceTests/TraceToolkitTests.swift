@@ -354,6 +354,33 @@ struct TraceToolkitTests {
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("out.json").path))
     }
 
+    /// A trace babeltrace2 reads but whose katana events lack a field the analysis needs (here `parent_id`, renamed
+    /// by one flipped byte in the metadata) is bad input: one line and exit 2, for every command that needs the field
+    /// — it once ended with exit 1, a Python KeyError, and nothing said.
+    @Test(arguments: ["check", "analyze", "export"])
+    func aTraceMissingAFieldIsOneLineAndStatusTwo(command: String) async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("renamed-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: root.path)
+        let metadata = root.appendingPathComponent("ust/uid/0/64-bit/metadata")
+        var bytes = [UInt8](try Data(contentsOf: metadata))
+        let from = Array("_parent_id;".utf8), to = Array("_parent_xd;".utf8)
+        var renamed = 0
+        for index in 0...(bytes.count - from.count) where Array(bytes[index..<index + from.count]) == from {
+            bytes.replaceSubrange(index..<index + from.count, with: to)
+            renamed += 1
+        }
+        try #require(renamed > 0)
+        try Data(bytes).write(to: metadata)
+        var arguments = ["--stall-timeout", "10", command, root.path]
+        if command == "export" { arguments += ["-o", root.appendingPathComponent("out.json").path] }
+        let outcome = try await Toolkit.slowTool(arguments)
+        #expect(outcome.status == 2, "\(command): status \(outcome.status): \(outcome.err)")
+        let lines = outcome.err.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].hasPrefix("katana_trace: ") && lines[0].contains("parent_id"),
+                "\(command): \(outcome.err)")
+    }
+
     @Test func badInputIsAClearErrorWithExitStatusTwo() async throws {
         let empty = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-trace-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
