@@ -524,20 +524,26 @@ static void add_field(type *container, char *name, type *t) {
     }
 }
 
+/* `typealias TYPE := NAME WORDS;` (after the keyword): the name may be several words (`unsigned long`). */
+static void parse_typealias(parser *p) {
+    type *t = parse_type(p);
+    expect(p, ":=");
+    char name[300] = "";
+    while (peek(p)->kind == TK_IDENT) {
+        token *w = next(p);
+        if (name[0]) strncat(name, " ", sizeof name - strlen(name) - 1);
+        strncat(name, w->s, w->n < 200 ? w->n : 200);
+    }
+    if (!name[0]) fail("metadata: typealias without a name");
+    define_alias(name, t);
+    expect(p, ";");
+}
+
 static void parse_fields(parser *p, type *container) {
     while (!is(peek(p), "}")) {
         if (peek(p)->kind == TK_END) fail("metadata: unexpected end in a structure");
         if (accept(p, "typealias")) {
-            type *t = parse_type(p);
-            expect(p, ":=");
-            char name[300] = "";
-            while (peek(p)->kind == TK_IDENT) {
-                token *w = next(p);
-                if (name[0]) strncat(name, " ", sizeof name - strlen(name) - 1);
-                strncat(name, w->s, w->n < 200 ? w->n : 200);
-            }
-            define_alias(name, t);
-            expect(p, ";");
+            parse_typealias(p);
             continue;
         }
         type *t = parse_type(p);
@@ -660,17 +666,7 @@ static void parse_metadata(trace *tr, const char *text, size_t length) {
     while (peek(&p)->kind != TK_END) {
         if (accept(&p, ";")) continue;
         if (accept(&p, "typealias")) {
-            type *t = parse_type(&p);
-            expect(&p, ":=");
-            char name[300] = "";
-            while (peek(&p)->kind == TK_IDENT) {
-                token *w = next(&p);
-                if (name[0]) strncat(name, " ", sizeof name - strlen(name) - 1);
-                strncat(name, w->s, w->n < 200 ? w->n : 200);
-            }
-            if (!name[0]) fail("metadata: typealias without a name");
-            define_alias(name, t);
-            expect(&p, ";");
+            parse_typealias(&p);
             continue;
         }
         if (is(peek(&p), "struct") || is(peek(&p), "variant") || is(peek(&p), "enum")) {

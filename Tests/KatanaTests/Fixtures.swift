@@ -103,8 +103,10 @@ final class Recorder<T: Sendable>: @unchecked Sendable {
     var count: Int { all.count }
 }
 
-/// Polls `condition` until it holds or `seconds` pass (a liveness guard, not a timing claim).
-func eventually(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+/// Waits until `condition` holds (checked every millisecond) or `seconds` pass. A liveness bound, not a timing
+/// claim: it returns as soon as the condition holds, so the bound is wide — under ThreadSanitizer the Swift runtime's
+/// metadata lock has stalled the whole process for tens of seconds (10 s was once not enough for 800 side effects).
+func eventually(seconds: Double = 120, _ condition: @Sendable () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }

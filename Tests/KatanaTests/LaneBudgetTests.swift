@@ -52,7 +52,7 @@ struct CountingIncrement: StateUpdater {
         let applied = await appliedByOneCall(store, queued: 100_000)
         #expect(applied <= 256, "one dispatch call applied \(applied) of another thread's 100,000 queued updaters")
         // And progress: everything is applied (by later callers or the store's queue).
-        #expect(await eventually(seconds: 60) { store.state.counter == 100_000 })
+        #expect(await eventually(seconds: 120) { store.state.counter == 100_000 })
     }
 
     @Test func aSlowInlineListenerEndsTheHelpingTurnAfterOneItem() async throws {
@@ -60,7 +60,7 @@ struct CountingIncrement: StateUpdater {
         store.addListener { _, _ in usleep(1_000) }
         let applied = await appliedByOneCall(store, queued: 1_000)
         #expect(applied <= 1, "a 1 ms listener: one dispatch call applied \(applied) queued updaters (and told the listener)")
-        #expect(await eventually(seconds: 60) { store.state.counter == 1_000 })
+        #expect(await eventually(seconds: 120) { store.state.counter == 1_000 })
     }
 }
 

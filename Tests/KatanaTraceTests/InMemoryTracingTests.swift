@@ -268,7 +268,10 @@ func onThread(_ work: @escaping @Sendable () -> Void) async {
     }
 }
 
-func eventually(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+/// Waits until `condition` holds (checked every millisecond) or `seconds` pass. A liveness bound, not a timing
+/// claim: it returns as soon as the condition holds, so the bound is wide — under ThreadSanitizer the Swift runtime's
+/// metadata lock has stalled the whole process for tens of seconds (10 s was once not enough for 800 side effects).
+func eventually(seconds: Double = 120, _ condition: @Sendable () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }
