@@ -40,8 +40,8 @@ public struct ErasedState: State {
 }
 
 extension SideEffect {
-    // Always inlined into the conforming type's witness, so `typed` is specialised there (the context's type is
-    // then a static, not a run-time lookup of `SideEffectContext<S, D>` and its optional on every side effect).
+    // Always inlined into the conforming type's witness, so `typedContext` is specialised there (the context's type
+    // is then a static, not a run-time lookup of `SideEffectContext<S, D>` and its optional on every side effect).
     @inlinable @inline(__always)
     public func anySideEffect(_ context: AnySideEffectContext) async throws -> any Sendable {
         try await sideEffect(typedContext(context, StateType.self, Dependencies.self))
