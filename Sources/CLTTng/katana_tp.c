@@ -16,6 +16,7 @@ static int katana_lttng_any_enabled(void) {
     return lttng_ust_tracepoint_enabled(katana, dispatch_enqueue)
         | lttng_ust_tracepoint_enabled(katana, dispatch_begin)
         | lttng_ust_tracepoint_enabled(katana, dispatch_end)
+        | lttng_ust_tracepoint_enabled(katana, updater_inline)
         | lttng_ust_tracepoint_enabled(katana, store_ready)
         | lttng_ust_tracepoint_enabled(katana, listeners_notified)
         | lttng_ust_tracepoint_enabled(katana, transition_begin)
@@ -40,6 +41,12 @@ static void katana_lttng_dispatch_begin(uint64_t id, uint64_t parent_id, uint8_t
 static void katana_lttng_dispatch_end(uint64_t id, uint8_t kind, const char *name, uint8_t queue, uint8_t outcome) {
     if (lttng_ust_tracepoint_enabled(katana, dispatch_end))
         lttng_ust_do_tracepoint(katana, dispatch_end, id, kind, name, queue, outcome);
+}
+
+static void katana_lttng_updater_inline(uint64_t id, uint64_t parent_id, const char *name, uint32_t name_length,
+                                        uint32_t parallelism, uint64_t duration_ns, uint8_t outcome) {
+    if (lttng_ust_tracepoint_enabled(katana, updater_inline))
+        lttng_ust_do_tracepoint(katana, updater_inline, id, parent_id, name, name_length, parallelism, duration_ns, outcome);
 }
 
 static void katana_lttng_store_ready(uint64_t store_id, const char *state_type) {
@@ -89,6 +96,7 @@ static const struct katana_trace_provider provider = {
     .dispatch_enqueue = katana_lttng_dispatch_enqueue,
     .dispatch_begin = katana_lttng_dispatch_begin,
     .dispatch_end = katana_lttng_dispatch_end,
+    .updater_inline = katana_lttng_updater_inline,
     .store_ready = katana_lttng_store_ready,
     .listeners_notified = katana_lttng_listeners_notified,
     .transition_begin = katana_lttng_transition_begin,

@@ -88,6 +88,24 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(katana, dispatch_end_class, katana, dispatch
     LTTNG_UST_TP_ARGS(uint64_t, id, uint8_t, kind, const char *, name, uint8_t, queue, uint8_t, outcome))
 LTTNG_UST_TRACEPOINT_LOGLEVEL(katana, dispatch_end, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
+/* An updater applied inline (on the dispatching thread, which found the lane idle), recorded as ONE event at its
+ * end instead of enqueue + begin + end: its enqueue and begin are at (this event's time − duration_ns), its kind is
+ * state_updater, its queue updater_inline, the queue depth 0. The name is a text sequence (one copy of known
+ * length) rather than a NUL-terminated string; readers see a string either way. */
+LTTNG_UST_TRACEPOINT_EVENT(katana, updater_inline,
+    LTTNG_UST_TP_ARGS(uint64_t, id, uint64_t, parent_id, const char *, name, uint32_t, name_length,
+                      uint32_t, parallelism, uint64_t, duration_ns, uint8_t, outcome),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_integer(uint64_t, id, id)
+        lttng_ust_field_integer(uint64_t, parent_id, parent_id)
+        lttng_ust_field_sequence_text(char, name, name, uint32_t, name_length)
+        lttng_ust_field_integer(uint32_t, parallelism, parallelism)
+        lttng_ust_field_integer(uint64_t, duration_ns, duration_ns)
+        lttng_ust_field_enum(katana, outcome, uint8_t, outcome, outcome)
+    )
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(katana, updater_inline, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
 LTTNG_UST_TRACEPOINT_EVENT_CLASS(katana, store_ready_class,
     LTTNG_UST_TP_ARGS(uint64_t, store_id, const char *, state_type),
     LTTNG_UST_TP_FIELDS(

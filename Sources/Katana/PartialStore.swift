@@ -81,10 +81,22 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline final let weakStore = WeakHost()
     @usableFromInline final let updaterQueue: DispatchQueue
     @usableFromInline final let listenersAreInline: Bool
+    /// The backend takes an updater applied inline as one event at its end (`TraceBackend.combinesInlineUpdaters`).
+    @usableFromInline final let tracerCombinesInline: Bool
+    /// `tracer.isEnabled` as a plain C function when the backend is a native provider (or the no-op one): asked on
+    /// every dispatch, without the existential's copy, projection and witness call.
+    @usableFromInline final let enabledCheck: (@convention(c) () -> Int32)?
+    /// A native provider's `updater_inline`, called directly with the name's bytes (no event value, no retains).
+    @usableFromInline final let nativeUpdaterInline:
+        (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
 
     init(configuration: StoreConfiguration, tracer: any TraceBackend) {
         self.configuration = configuration
         self.tracer = tracer
+        self.tracerCombinesInline = tracer.combinesInlineUpdaters
+        let native = tracer as? NativeTraceBackend
+        self.enabledCheck = if let native { native.enabledCheck } else if tracer is NoOpTraceBackend { { 0 } } else { nil }
+        self.nativeUpdaterInline = native?.updaterInlineFunction
         self.budgets = configuration.latencyBudgets
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
@@ -285,7 +297,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// (id 0 means "not traced" everywhere in the lane).
     @inlinable
     final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
-        guard tracer.isEnabled else { return (0, nil) }
+        let listened = if let check = enabledCheck { check() != 0 } else { tracer.isEnabled }
+        guard listened else { return (0, nil) }
         return (KatanaTracing.nextID(), TraceName.of(type))
     }
 
@@ -324,13 +337,17 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
         let listeners = self.listeners
         let keepOld = listenersNeedOldState
-        if id != 0 { traceEnqueue(item, lane: .updaterInline, depth: 0) }
+        let direct = chain == nil && listenersAreInline
+        // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
+        // are this moment, which it carries as its duration) instead of three.
+        let combined = id != 0 && direct && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
+        if id != 0, !combined { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
 
-        if chain == nil, listenersAreInline {
+        if direct {
             // The common case: no interceptors. Apply, hand the change straight to the listeners, and give the
             // lane back, without touching the batch buffers.
-            let started = id != 0 ? traceBegin(item, lane: .updaterInline) : 0
+            let started = id != 0 ? traceInlineBegin(item, combined: combined) : (0, 0)
             var failure: KatanaError?
             lockStateForApplying(thread: thread)
             if listeners.isEmpty {
@@ -353,9 +370,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                     for listener in listeners { listener.call(new: new) }
                 }
             }
+            // No listeners_notified here: an inline change reaches the listeners before its end event.
             if id != 0 {
-                // No listeners_notified here: an inline change reaches the listeners before dispatch_end.
-                traceEnd(item, lane: .updaterInline, outcome: failure == nil ? .ok : .error, started: started)
+                traceInlineEnd(item, combined: combined, started: started, outcome: failure == nil ? .ok : .error)
             }
             releaseLane(thread: thread)
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
@@ -610,6 +627,36 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             budgets.check(type(of: item.updater), started: started, id: item.id, kind: .stateUpdater, name: item.name!, tracer: tracer)
         }
         tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: outcome))
+    }
+
+    /// Whether the item's type has no latency budget (a budgeted one is traced as three events, to time it).
+    @usableFromInline @inline(never)
+    final func hasNoBudget(_ item: LaneItem) -> Bool { budgets.limit(for: type(of: item.updater)) == nil }
+
+    /// An inline updater's begin (call only for traced items): with a backend that combines, only the start time
+    /// and the parallelism, for `traceInlineEnd`; else `dispatch_begin` and the budget's start time. Out of line, so
+    /// the untraced fast path stays small enough for the compiler to specialise the updater's apply into it.
+    @usableFromInline @inline(never)
+    final func traceInlineBegin(_ item: LaneItem, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+        if combined { return (LatencyBudgets.now(), UInt32(clamping: sideEffects.count)) }
+        return (traceBegin(item, lane: .updaterInline), 0)
+    }
+
+    /// An inline updater's end (call only for traced items): one `updater_inline` event carrying its duration, or
+    /// `dispatch_end` after the begin `traceInlineBegin` emitted.
+    @usableFromInline @inline(never)
+    final func traceInlineEnd(_ item: LaneItem, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+                              outcome: DispatchOutcome) {
+        if combined, let emit = nativeUpdaterInline, let name = item.name {
+            emit(item.id, item.parentID, name.cString, name.utf8Count, started.parallelism,
+                 LatencyBudgets.now() &- started.started, outcome.rawValue)
+        } else if combined {
+            tracer.updaterInline(UpdaterInlineEvent(
+                id: item.id, parentID: item.parentID, name: item.name!, parallelism: started.parallelism,
+                durationNanoseconds: LatencyBudgets.now() &- started.started, outcome: outcome))
+        } else {
+            traceEnd(item, lane: .updaterInline, outcome: outcome, started: started.started)
+        }
     }
 
     /// A lane item cancelled before the lane reached it: not applied; its handle rejects with `CancellationError`.

@@ -7,6 +7,8 @@ public final class InMemoryTraceBackend: TransitionTraceBackend, @unchecked Send
         case enqueue(DispatchEnqueueEvent)
         case begin(DispatchBeginEvent)
         case end(DispatchEndEvent)
+        /// An updater applied inline, as one event (only when created with `combinesInlineUpdaters: true`).
+        case updaterInline(UpdaterInlineEvent)
         case storeReady(storeID: UInt64, stateType: TraceName)
         case listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32)
         case transitionBegin(transitionID: UInt64, name: TraceName)
@@ -20,8 +22,13 @@ public final class InMemoryTraceBackend: TransitionTraceBackend, @unchecked Send
     private let lock = NSLock()
     private var recorded: [Event] = []
     private var enabled: Bool
+    /// Whether inline updaters arrive as one `updaterInline` event (as LTTng records them) rather than three.
+    public let combinesInlineUpdaters: Bool
 
-    public init(enabled: Bool = true) { self.enabled = enabled }
+    public init(enabled: Bool = true, combinesInlineUpdaters: Bool = false) {
+        self.enabled = enabled
+        self.combinesInlineUpdaters = combinesInlineUpdaters
+    }
 
     public var isEnabled: Bool {
         lock.lock()
@@ -58,6 +65,16 @@ public final class InMemoryTraceBackend: TransitionTraceBackend, @unchecked Send
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) { append(.enqueue(event)) }
     public func dispatchBegin(_ event: DispatchBeginEvent) { append(.begin(event)) }
     public func dispatchEnd(_ event: DispatchEndEvent) { append(.end(event)) }
+    public func updaterInline(_ event: UpdaterInlineEvent) {
+        if combinesInlineUpdaters {
+            append(.updaterInline(event))
+        } else {
+            let (enqueue, begin, end) = event.expanded
+            lock.lock()
+            recorded += [.enqueue(enqueue), .begin(begin), .end(end)]
+            lock.unlock()
+        }
+    }
     public func storeReady(storeID: UInt64, stateType: TraceName) { append(.storeReady(storeID: storeID, stateType: stateType)) }
     public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {
         append(.listenersNotified(storeID: storeID, changes: changes, listeners: listeners))

@@ -10,6 +10,9 @@ public struct MultiplexTraceBackend: TransitionTraceBackend {
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) { for b in backends where b.isEnabled { b.dispatchEnqueue(event) } }
     public func dispatchBegin(_ event: DispatchBeginEvent) { for b in backends where b.isEnabled { b.dispatchBegin(event) } }
     public func dispatchEnd(_ event: DispatchEndEvent) { for b in backends where b.isEnabled { b.dispatchEnd(event) } }
+    /// Combines only when every backend does: a backend that timestamps each event must see each at its moment.
+    public var combinesInlineUpdaters: Bool { backends.allSatisfy(\.combinesInlineUpdaters) }
+    public func updaterInline(_ event: UpdaterInlineEvent) { for b in backends where b.isEnabled { b.updaterInline(event) } }
     public func storeReady(storeID: UInt64, stateType: TraceName) {
         for b in backends where b.isEnabled { b.storeReady(storeID: storeID, stateType: stateType) }
     }

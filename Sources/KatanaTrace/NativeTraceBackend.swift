@@ -27,6 +27,14 @@ public struct NativeTraceBackend: TransitionTraceBackend, @unchecked Sendable {
     /// directly, without the existential's projection and witness call, it keeps a user interval within a few ns.
     package var intervalsEnabledCheck: @convention(c) () -> Int32 { provider.pointee.intervals_enabled }
 
+    /// The provider's every-event check, for a store to ask directly on each dispatch (no existential, no witness).
+    package var enabledCheck: @convention(c) () -> Int32 { provider.pointee.any_enabled }
+
+    /// The provider's `updater_inline`, for a store to call directly on its hottest traced path.
+    package var updaterInlineFunction: @convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void {
+        provider.pointee.updater_inline
+    }
+
     public func dispatchEnqueue(_ e: DispatchEnqueueEvent) {
         provider.pointee.dispatch_enqueue(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.queueDepth)
     }
@@ -37,6 +45,14 @@ public struct NativeTraceBackend: TransitionTraceBackend, @unchecked Sendable {
 
     public func dispatchEnd(_ e: DispatchEndEvent) {
         provider.pointee.dispatch_end(e.id, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.outcome.rawValue)
+    }
+
+    /// LTTng records an inline updater as one `katana:updater_inline` event (a third of the cost of three).
+    public var combinesInlineUpdaters: Bool { true }
+
+    public func updaterInline(_ e: UpdaterInlineEvent) {
+        provider.pointee.updater_inline(e.id, e.parentID, e.name.cString, e.name.utf8Count, e.parallelism,
+                                        e.durationNanoseconds, e.outcome.rawValue)
     }
 
     public func storeReady(storeID: UInt64, stateType: TraceName) {

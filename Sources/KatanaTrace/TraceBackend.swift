@@ -10,6 +10,12 @@ public protocol TraceBackend: Sendable {
     func dispatchEnqueue(_ event: DispatchEnqueueEvent)
     func dispatchBegin(_ event: DispatchBeginEvent)
     func dispatchEnd(_ event: DispatchEndEvent)
+    /// Whether this backend takes an updater applied inline as one `updaterInline` event at its end (timestamped
+    /// there, carrying its duration) instead of enqueue, begin and end at the moments they happen. The store reads it
+    /// once, when it is created. Default `false`: the three events, as before.
+    var combinesInlineUpdaters: Bool { get }
+    /// An updater applied inline, reported at its end (only to a backend that `combinesInlineUpdaters`).
+    func updaterInline(_ event: UpdaterInlineEvent)
     /// A store finished initialising its state and interceptors.
     func storeReady(storeID: UInt64, stateType: TraceName)
     /// `listeners` listeners were handed `changes` (old, new) pairs in one batch.
@@ -33,6 +39,14 @@ public protocol TransitionTraceBackend: TraceBackend {
 }
 
 extension TraceBackend {
+    public var combinesInlineUpdaters: Bool { false }
+    /// For a backend that does not combine, the three events it stands for (their times are all now).
+    public func updaterInline(_ event: UpdaterInlineEvent) {
+        let (enqueue, begin, end) = event.expanded
+        dispatchEnqueue(enqueue)
+        dispatchBegin(begin)
+        dispatchEnd(end)
+    }
     public func storeReady(storeID: UInt64, stateType: TraceName) {}
     public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {}
     public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {}

@@ -1,37 +1,63 @@
 import Foundation
 
 /// The name of a traced type: its `String(reflecting:)` form, plus a NUL-terminated copy that C tracepoints
-/// can take without converting. Names are interned: one `TraceName` per type for the life of the process.
+/// can take without converting.
+///
+/// Names are interned for the life of the process — one storage per distinct string, never freed — so a
+/// `TraceName` is a plain pointer: copying one, storing it in a queued item or passing it to a tracepoint costs no
+/// reference counting, and two names are equal exactly when they are the same storage. Intern only bounded sets of
+/// strings (type names, route names), not per-request data.
 public struct TraceName: Sendable, Hashable, CustomStringConvertible {
-    private let storage: Storage
+    private let storage: Unmanaged<Storage>
 
-    public var string: String { storage.string }
-    public var description: String { storage.string }
+    public var string: String { storage._withUnsafeGuaranteedRef { $0.string } }
+    public var description: String { string }
     /// A NUL-terminated UTF-8 copy that lives as long as the process.
-    public var cString: UnsafePointer<CChar> { UnsafePointer(storage.cString) }
+    public var cString: UnsafePointer<CChar> { storage._withUnsafeGuaranteedRef { UnsafePointer($0.cString) } }
+    /// The length of `cString` in bytes, without its NUL.
+    public var utf8Count: UInt32 { storage._withUnsafeGuaranteedRef { $0.utf8Count } }
 
-    /// A name that is not tied to a type (store and router events, tests).
-    public init(_ string: String) { storage = Storage(string) }
+    /// A name that is not tied to a type (store and router events, tests): the interned name of `string`.
+    public init(_ string: String) { self = Self.cache.name(of: string) }
 
-    public static func == (lhs: TraceName, rhs: TraceName) -> Bool { lhs.storage.string == rhs.storage.string }
-    public func hash(into hasher: inout Hasher) { hasher.combine(storage.string) }
+    private init(storage: Unmanaged<Storage>) { self.storage = storage }
+
+    public static func == (lhs: TraceName, rhs: TraceName) -> Bool { lhs.storage.toOpaque() == rhs.storage.toOpaque() }
+    public func hash(into hasher: inout Hasher) { hasher.combine(storage.toOpaque()) }
 
     /// The interned name of `type`. The first call for a type formats and stores it; later calls on the same
-    /// thread are one lock-free lookup in a per-thread cache. Call it only when a backend is listening.
+    /// thread are one probe of a small per-thread table (no hashing, no lock). Call it only when a backend is listening.
     public static func of(_ type: Any.Type) -> TraceName {
-        let key = ObjectIdentifier(type)
-        let local = ThreadCache.current
-        if let name = local.names[key] { return name }
-        let name = cache.name(of: type)
-        local.names[key] = name
-        return name
+        let key = UInt(bitPattern: ObjectIdentifier(type))
+        let slot = ThreadCache.slot(of: key)
+        return ThreadCache.withCurrent { local in
+            if local.keys[slot] == key { return TraceName(storage: local.names[slot]) }
+            let name = cache.name(of: type)
+            local.keys[slot] = key
+            local.names[slot] = name.storage
+            return name
+        }
     }
 
     private static let cache = Cache()
 
-    /// One thread's copy of the names it has used; only that thread touches it.
+    /// One thread's direct-mapped table of the names it used last (a type whose slot another type took is looked
+    /// up in the global cache again); only that thread touches it.
     private final class ThreadCache {
-        var names: [ObjectIdentifier: TraceName] = [:]
+        static let slots = 64
+        let keys = UnsafeMutablePointer<UInt>.allocate(capacity: slots)
+        let names = UnsafeMutablePointer<Unmanaged<Storage>>.allocate(capacity: slots)  // valid where keys != 0
+
+        init() { keys.initialize(repeating: 0, count: Self.slots) }
+
+        deinit {
+            keys.deallocate()
+            names.deallocate()
+        }
+
+        /// Type metadata are word-aligned: mix bits above the alignment into a slot.
+        @inline(__always)
+        static func slot(of key: UInt) -> Int { Int(truncatingIfNeeded: (key >> 4) ^ (key >> 10)) & (slots - 1) }
 
         private static let key: pthread_key_t = {
             var key = pthread_key_t()
@@ -39,43 +65,59 @@ public struct TraceName: Sendable, Hashable, CustomStringConvertible {
             return key
         }()
 
-        static var current: ThreadCache {
-            if let raw = pthread_getspecific(key) { return Unmanaged<ThreadCache>.fromOpaque(raw).takeUnretainedValue() }
+        /// Runs `body` with this thread's table, which the thread's key keeps alive (so no retain here).
+        @inline(__always)
+        static func withCurrent<R>(_ body: (ThreadCache) -> R) -> R {
+            if let raw = pthread_getspecific(key) {
+                return Unmanaged<ThreadCache>.fromOpaque(raw)._withUnsafeGuaranteedRef(body)
+            }
             let cache = ThreadCache()
             pthread_setspecific(key, Unmanaged.passRetained(cache).toOpaque())
-            return cache
+            return body(cache)
         }
     }
 
     private final class Storage: @unchecked Sendable {
-        // Immutable after init; the C buffer is never freed because interned names live for the whole process.
+        // Immutable after init; never freed (interned: the cache holds one reference for the whole process).
         let string: String
         let cString: UnsafeMutablePointer<CChar>
+        let utf8Count: UInt32
 
         init(_ string: String) {
             self.string = string
             cString = strdup(string)
+            utf8Count = UInt32(clamping: strlen(cString))
         }
     }
 
     private final class Cache: @unchecked Sendable {
         // Guarded by `lock`.
         private let lock = NSLock()
-        private var names: [ObjectIdentifier: TraceName] = [:]
+        private var byType: [ObjectIdentifier: TraceName] = [:]
+        private var byString: [String: TraceName] = [:]
 
         func name(of type: Any.Type) -> TraceName {
             let key = ObjectIdentifier(type)
             lock.lock()
-            if let cached = names[key] {
+            if let cached = byType[key] {
                 lock.unlock()
                 return cached
             }
             lock.unlock()
-            let made = TraceName(String(reflecting: type))
+            let made = name(of: String(reflecting: type))
             lock.lock()
             defer { lock.unlock() }
-            if let raced = names[key] { return raced }
-            names[key] = made
+            if let raced = byType[key] { return raced }
+            byType[key] = made
+            return made
+        }
+
+        func name(of string: String) -> TraceName {
+            lock.lock()
+            defer { lock.unlock() }
+            if let cached = byString[string] { return cached }
+            let made = TraceName(storage: Unmanaged.passRetained(Storage(string)))  // the one reference, kept forever
+            byString[string] = made
             return made
         }
     }

@@ -107,6 +107,39 @@ public struct DispatchEndEvent: Sendable, Equatable {
     }
 }
 
+/// An updater applied inline — on the thread that dispatched it, which found the lane idle — reported once, at its
+/// end, to a backend that `combinesInlineUpdaters`: it stands for an enqueue and a begin at (end − `durationNanoseconds`)
+/// on `updaterInline` with queue depth 0, then an end with `outcome`. One event instead of three is what keeps a
+/// recorded dispatch cheap (LTTng pays ~1,500 instructions per event).
+public struct UpdaterInlineEvent: Sendable, Equatable {
+    public var id: UInt64
+    public var parentID: UInt64
+    public var name: TraceName
+    /// Side effects of the store in flight when the updater began.
+    public var parallelism: UInt32
+    /// From begin to end (monotonic clock).
+    public var durationNanoseconds: UInt64
+    public var outcome: DispatchOutcome
+
+    public init(id: UInt64, parentID: UInt64, name: TraceName, parallelism: UInt32, durationNanoseconds: UInt64,
+                outcome: DispatchOutcome) {
+        self.id = id
+        self.parentID = parentID
+        self.name = name
+        self.parallelism = parallelism
+        self.durationNanoseconds = durationNanoseconds
+        self.outcome = outcome
+    }
+
+    /// The three events it stands for, as a backend that records each would have seen them.
+    public var expanded: (DispatchEnqueueEvent, DispatchBeginEvent, DispatchEndEvent) {
+        (DispatchEnqueueEvent(id: id, parentID: parentID, kind: .stateUpdater, name: name, lane: .updaterInline, queueDepth: 0),
+         DispatchBeginEvent(id: id, parentID: parentID, kind: .stateUpdater, name: name, lane: .updaterInline,
+                            parallelism: parallelism),
+         DispatchEndEvent(id: id, kind: .stateUpdater, name: name, lane: .updaterInline, outcome: outcome))
+    }
+}
+
 /// A dispatch took longer than the latency budget its type was given (`StoreConfiguration.latencyBudgets`): emitted
 /// just before its `dispatch_end`, so a flight recorder can save what led up to it.
 public struct BudgetExceededEvent: Sendable, Equatable {

@@ -18,7 +18,7 @@ extern "C" {
 #pragma clang assume_nonnull begin
 
 /* Bumped when the table's layout changes; the core ignores a provider of another version. */
-#define KATANA_TRACE_PROVIDER_ABI 4
+#define KATANA_TRACE_PROVIDER_ABI 5
 
 struct katana_trace_provider {
     uint32_t abi;                  /* KATANA_TRACE_PROVIDER_ABI */
@@ -30,6 +30,10 @@ struct katana_trace_provider {
     void (*dispatch_begin)(uint64_t id, uint64_t parent_id, uint8_t kind, const char *name,
                            uint8_t queue, uint32_t parallelism);
     void (*dispatch_end)(uint64_t id, uint8_t kind, const char *name, uint8_t queue, uint8_t outcome);
+    /* An updater applied inline, as one event at its end (enqueue = begin = now − duration_ns). `name` need not be
+     * NUL-terminated: `name_length` bytes are recorded. */
+    void (*updater_inline)(uint64_t id, uint64_t parent_id, const char *name, uint32_t name_length,
+                           uint32_t parallelism, uint64_t duration_ns, uint8_t outcome);
     void (*store_ready)(uint64_t store_id, const char *state_type);
     void (*listeners_notified)(uint64_t store_id, uint32_t changes, uint32_t listeners);
     void (*transition_begin)(uint64_t transition_id, const char *name);
