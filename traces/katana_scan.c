@@ -96,6 +96,8 @@ struct type {
     unsigned align;          /* bits */
     unsigned size;           /* integers: bits (1..64) */
     int is_signed, be, clock;
+    int text;                /* integers: an encoding (UTF8, ASCII) other than none — an array or sequence of
+                              * 8-bit ones is text, read as a string (as babeltrace2 does) */
     mapping *maps;           /* enums */
     int nmaps;
     field *fields;           /* structs, variants */
@@ -337,8 +339,11 @@ static type *parse_integer_body(parser *p) {
         } else if (strcmp(key, "map") == 0) {
             t->clock = 1;
             skip_value(p);
+        } else if (strcmp(key, "encoding") == 0) {
+            token *v = next(p);
+            t->text = !(is(v, "none") || is(v, "NONE"));
         } else {
-            skip_value(p);  /* encoding, base */
+            skip_value(p);  /* base */
         }
         free(key);
         expect(p, ";");
@@ -969,12 +974,21 @@ static void decode_field(cursor *c, const field *f, value *values, int index) {
         break;
     }
     case K_ARRAY:
-        align_to(c, t->elem->align);
-        skip_elements(c, t->elem, t->length);
-        break;
     case K_SEQ: {
-        uint64_t count = values[f->ref].u;
+        uint64_t count = t->kind == K_ARRAY ? t->length : values[f->ref].u;
         align_to(c, t->elem->align);
+        if (t->elem->kind == K_INT && t->elem->text && t->elem->size == 8 && t->elem->align <= 8) {
+            /* Text (LTTng's *_text fields): a string of `count` bytes, up to its first NUL if it has one. */
+            if (count > (c->end - c->pos) / 8) fail("a text array or sequence passes the end of its packet");
+            if (count > UINT32_MAX) fail("a text field too long");
+            const uint8_t *start = c->buf + (c->pos >> 3);
+            const uint8_t *nul = memchr(start, 0, count);
+            v->kind = K_STRING;
+            v->s = (const char *)start;
+            v->n = (uint32_t)(nul ? (uint64_t)(nul - start) : count);
+            c->pos += count * 8;
+            break;
+        }
         skip_elements(c, t->elem, count);
         break;
     }
@@ -1404,11 +1418,12 @@ static void timeline_change(timeline *t, int64_t ts, int delta) {
 /* ------------------------------------------------------------------------------------------------------- analysis */
 
 enum { EV_OTHER, EV_ENQUEUE, EV_BEGIN, EV_END, EV_BUDGET, EV_INTERVAL_BEGIN, EV_INTERVAL_END, EV_TRANSITION_BEGIN,
-       EV_TRANSITION_END };
+       EV_TRANSITION_END, EV_INLINE };
 enum { F_ID, F_PARENT_ID, F_KIND, F_NAME, F_QUEUE, F_PARALLELISM, F_OUTCOME, F_INTERVAL_ID, F_TRANSITION_ID,
-       F_BUDGET_NS, F_ACTUAL_NS, F_VPID, F_VTID, F_COUNT };
+       F_BUDGET_NS, F_ACTUAL_NS, F_VPID, F_VTID, F_DURATION_NS, F_COUNT };
 static const char *field_names[F_COUNT] = {"id", "parent_id", "kind", "name", "queue", "parallelism", "outcome",
-                                           "interval_id", "transition_id", "budget_ns", "actual_ns", "vpid", "vtid"};
+                                           "interval_id", "transition_id", "budget_ns", "actual_ns", "vpid", "vtid",
+                                           "duration_ns"};
 
 #define CHAIN 16
 typedef struct { uint64_t id; uint32_t name; } ancestor;
@@ -1546,6 +1561,7 @@ static void classify(event_class *ec, const stream_class *sc) {
     else if (strcmp(e, "interval_end") == 0) ec->role = EV_INTERVAL_END;
     else if (strcmp(e, "transition_begin") == 0) ec->role = EV_TRANSITION_BEGIN;
     else if (strcmp(e, "transition_end") == 0) ec->role = EV_TRANSITION_END;
+    else if (strcmp(e, "updater_inline") == 0) ec->role = EV_INLINE;
     for (int f = 0; f < F_COUNT; f++) {
         int at = find_field(ec->fields, field_names[f]);
         if (at >= 0) ec->slot[f] = at;
@@ -1561,6 +1577,7 @@ static void classify(event_class *ec, const stream_class *sc) {
         [EV_INTERVAL_END] = {F_INTERVAL_ID, F_NAME, F_OUTCOME, -1},
         [EV_TRANSITION_BEGIN] = {F_TRANSITION_ID, F_NAME, -1},
         [EV_TRANSITION_END] = {F_TRANSITION_ID, F_NAME, F_OUTCOME, -1},
+        [EV_INLINE] = {F_ID, F_PARENT_ID, F_NAME, F_PARALLELISM, F_DURATION_NS, F_OUTCOME, -1},
     };
     if (ec->role != EV_OTHER)
         for (int i = 0; needs[ec->role][i] >= 0; i++)
@@ -1736,12 +1753,16 @@ static void vpid_of(const stream *s, int64_t *vpid, int *has, uint64_t *key) {
     *key = *has ? (uint64_t)(uint32_t)*vpid : NO_VPID;
 }
 
-static void on_dispatch_event(const stream *s, int role) {
-    uint64_t id = get_uint(s, F_ID), key;
-    int64_t vpid = 0;
-    int has_vpid;
-    vpid_of(s, &vpid, &has_vpid, &key);
-    slot *found = table_find(&A.open, key, id);
+/* One stage of a dispatch (what Python's Dispatches.add does with one event): `role` EV_ENQUEUE, EV_BEGIN or EV_END. */
+typedef struct {
+    uint64_t id, key, parent;
+    int64_t vpid, vtid, parallelism, ts;
+    int has_vpid, has_vtid;
+    uint32_t name, kind, queue, outcome;
+} stage_event;
+
+static void on_stage(const stage_event *e, int role) {
+    slot *found = table_find(&A.open, e->key, e->id);
     unsigned stage = role == EV_ENQUEUE ? 1 : role == EV_BEGIN ? 2 : 4;
     dispatch *d;
     if (found && !(A.pool[found->value].have & stage)) {
@@ -1749,22 +1770,21 @@ static void on_dispatch_event(const stream *s, int role) {
     } else {
         /* New, or a second event of the same stage (an id reused, or damaged data): start again. */
         if (found) dispatch_free(found);
-        d = dispatch_new(id, key);
-        d->id = id;
-        d->vpid_key = key;
-        d->vpid = vpid;
-        d->has_vpid = has_vpid;
-        d->name = get_string(s, F_NAME);
-        d->kind = get_label(s, F_KIND);
+        d = dispatch_new(e->id, e->key);
+        d->id = e->id;
+        d->vpid_key = e->key;
+        d->vpid = e->vpid;
+        d->has_vpid = e->has_vpid;
+        d->name = e->name;
+        d->kind = e->kind;
     }
     d->have |= stage;
     if (role == EV_ENQUEUE) {
-        d->enqueue = s->ts;
-        uint64_t parent = get_uint(s, F_PARENT_ID);
-        if (parent) {
+        d->enqueue = e->ts;
+        if (e->parent) {
             d->has_chain = 1;
-            slot *up = table_find(&A.open, key, parent);
-            d->chain[0] = (ancestor){parent, 0};
+            slot *up = table_find(&A.open, e->key, e->parent);
+            d->chain[0] = (ancestor){e->parent, 0};
             d->chain_length = 1;
             if (up) {
                 const dispatch *u = &A.pool[up->value];
@@ -1776,20 +1796,61 @@ static void on_dispatch_event(const stream *s, int role) {
             }
         }
     } else if (role == EV_BEGIN) {
-        d->begin = s->ts;
-        d->queue = get_label(s, F_QUEUE);
-        d->has_vtid = get_context_int(s, F_VTID, &d->vtid);
-        d->parallelism = (int64_t)get_uint(s, F_PARALLELISM);
+        d->begin = e->ts;
+        d->queue = e->queue;
+        d->has_vtid = e->has_vtid;
+        d->vtid = e->vtid;
+        d->parallelism = e->parallelism;
         d->has_parallelism = 1;
     } else {
-        d->end = s->ts;
-        d->outcome = get_label(s, F_OUTCOME);
+        d->end = e->ts;
+        d->outcome = e->outcome;
     }
     if (d->have == 7) {
         dispatch whole = *d;
-        dispatch_free(table_find(&A.open, key, id));
+        dispatch_free(table_find(&A.open, e->key, e->id));
         on_whole(&whole);
     }
+}
+
+static void on_dispatch_event(const stream *s, int role) {
+    stage_event e = {.id = get_uint(s, F_ID), .ts = s->ts};
+    vpid_of(s, &e.vpid, &e.has_vpid, &e.key);
+    slot *found = table_find(&A.open, e.key, e.id);
+    unsigned stage = role == EV_ENQUEUE ? 1 : role == EV_BEGIN ? 2 : 4;
+    if (!found || (A.pool[found->value].have & stage)) {  /* a new entry takes this event's name and kind */
+        e.name = get_string(s, F_NAME);
+        e.kind = get_label(s, F_KIND);
+    }
+    if (role == EV_ENQUEUE) e.parent = get_uint(s, F_PARENT_ID);
+    else if (role == EV_BEGIN) {
+        e.queue = get_label(s, F_QUEUE);
+        e.has_vtid = get_context_int(s, F_VTID, &e.vtid);
+        e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
+    } else e.outcome = get_label(s, F_OUTCOME);
+    on_stage(&e, role);
+}
+
+static uint32_t inline_queue_label, state_updater_label;
+
+/* katana:updater_inline — an updater applied inline, one event at its end: the enqueue and begin it stands for are
+ * at (its time − duration_ns), as katana_trace.py's expand_inline replays them. */
+static void on_inline(const stream *s) {
+    uint64_t duration = get_uint(s, F_DURATION_NS);
+    int64_t end = s->ts;
+    int64_t begin = duration > (uint64_t)end ? 0 : end - (int64_t)duration;
+    if (!A.have_origin) { A.have_origin = 1; A.origin = begin; }
+    stage_event e = {.id = get_uint(s, F_ID), .name = get_string(s, F_NAME), .kind = state_updater_label,
+                     .queue = inline_queue_label, .parent = get_uint(s, F_PARENT_ID)};
+    vpid_of(s, &e.vpid, &e.has_vpid, &e.key);
+    e.has_vtid = get_context_int(s, F_VTID, &e.vtid);
+    e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
+    e.outcome = get_label(s, F_OUTCOME);
+    e.ts = begin;
+    on_stage(&e, EV_ENQUEUE);
+    on_stage(&e, EV_BEGIN);
+    e.ts = end;
+    on_stage(&e, EV_END);
 }
 
 static void on_budget(const stream *s) {
@@ -1915,7 +1976,7 @@ static void on_event(const stream *s) {
         ssize_t ignored = write(options.progress_fd, ".", 1);
         (void)ignored;
     }
-    if (!A.have_origin) { A.have_origin = 1; A.origin = s->ts; }
+    if (!A.have_origin && ec->role != EV_INLINE) { A.have_origin = 1; A.origin = s->ts; }
     A.stop = s->ts;
     switch (ec->role) {
     case EV_BUDGET: on_budget(s); break;
@@ -1926,6 +1987,7 @@ static void on_event(const stream *s) {
         break;
     case EV_INTERVAL_BEGIN: case EV_INTERVAL_END: on_interval_event(s, ec->role); break;
     case EV_TRANSITION_BEGIN: case EV_TRANSITION_END: on_transition_event(s, ec->role); break;
+    case EV_INLINE: on_inline(s); break;
     default: break;
     }
 }
@@ -2350,6 +2412,8 @@ int main(int argc, char **argv) {
     struct stat st;
     if (stat(trace_root, &st) != 0 || !S_ISDIR(st.st_mode)) fail("not a directory");
     side_effect_label = intern("side_effect", 11);
+    state_updater_label = intern("state_updater", 13);
+    inline_queue_label = intern("updater_inline", 14);
     find_traces(trace_root, 0);
     if (!trace_count) fail("no metadata file in it");
 

@@ -172,6 +172,29 @@ class Reader:
         return re.compile("".join(parts)), keys
 
 
+INLINE_PAYLOAD = {"event", "ts", "parent_id", "name_length", "_name_length", "parallelism", "duration_ns", "outcome"}
+
+
+def expand_inline(events):
+    """The events with each `updater_inline` (an updater applied inline, recorded as one event at its end) replaced by
+    the enqueue, begin and end it stands for: enqueue and begin at (its time − duration_ns) on `updater_inline` with
+    queue depth 0, the end at its time. Context fields (vpid, vtid, procname) are the event's. The replayed enqueue
+    and begin are earlier than the events just before them in the stream; everything downstream pairs by id."""
+    for event in events:
+        if event["event"] != "updater_inline":
+            yield event
+            continue
+        end = event["ts"]
+        begin = max(0, end - event["duration_ns"])
+        common = {key: value for key, value in event.items() if key not in INLINE_PAYLOAD}
+        common["kind"] = "state_updater"
+        common["queue"] = "updater_inline"
+        yield dict(common, event="dispatch_enqueue", ts=begin, parent_id=event["parent_id"], queue_depth=0)
+        yield dict(common, event="dispatch_begin", ts=begin, parent_id=event["parent_id"],
+                   parallelism=event["parallelism"])
+        yield dict(common, event="dispatch_end", ts=end, outcome=event["outcome"])
+
+
 # ------------------------------------------------------------------------------------------------------- statistics
 
 class Histogram:
@@ -485,7 +508,7 @@ def check(reader):
                 problems.append(f"{label} {t['id']} ({t['name']}): ends before it begins")
             del table[key]
 
-    for event in reader:
+    for event in expand_inline(reader):
         name = event["event"]
         if name in rank:
             # Ids are unique per process: a trace of several processes is keyed by (vpid, id).
@@ -600,7 +623,7 @@ def analyze(reader, top=0, begin=None, end=None, min_duration=0):
     table = Dispatches(on_whole)
     paired_transitions = Transitions(on_transition)
     paired_intervals = Intervals(on_interval, table)
-    for event in reader:
+    for event in expand_inline(reader):
         if state["origin"] is None:
             state["origin"] = event["ts"]
         state["stop"] = event["ts"]
@@ -853,7 +876,7 @@ def export_perfetto(reader, handle):
     table = Dispatches(on_whole)
     paired_transitions = Transitions(on_transition)
     paired_intervals = Intervals(on_interval, table)
-    for event in reader:
+    for event in expand_inline(reader):
         if state["origin"] is None:
             state["origin"] = event["ts"]
         pid = event.get("vpid") or 0
@@ -1007,7 +1030,7 @@ def run_command(args, progress, progress_fd=None):
     reader = Reader(args.trace, progress)
     if args.command == "dump":
         out = sys.stdout
-        for event in reader:
+        for event in reader:  # as recorded: an inline updater is one updater_inline event
             out.write(json.dumps(event, sort_keys=True) + "\n")
         out.write(json.dumps({"event": "_summary", "discarded": reader.discarded, "count": reader.count}) + "\n")
         return 0

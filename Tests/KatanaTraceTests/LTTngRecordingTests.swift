@@ -329,6 +329,10 @@ extension LTTngRecordingTests {
         #expect(printed.hasSuffix(directory.path + "\n"), "record must print where the trace is")
         #expect(try await runSuspending(["lttng", "list"]).out.contains(directory.lastPathComponent) == false)
 
+        // Updaters applied inline are one katana:updater_inline event each; check, analyze (both readers) and export
+        // below take each as the enqueue, begin and end it stands for.
+        let raw = try await runSuspending(["babeltrace2", directory.path])
+        #expect(raw.out.contains("katana:updater_inline:") && raw.out.contains("duration_ns = "), "no inline updater event")
         let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
         #expect(check.status == 0, "\(check.out)")
         let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
@@ -492,7 +496,7 @@ extension LTTngRecordingTests {
         var live = ""
         while Date() < deadline {
             live = (try? String(contentsOf: readerOut, encoding: .utf8)) ?? ""
-            if count("katana:dispatch_end", in: live) >= 4_001 { break }
+            if count("katana:dispatch_end", in: live) + count("katana:updater_inline", in: live) >= 4_001 { break }
             usleep(100_000)
         }
         _ = try await runSuspending(["lttng", "stop", name])
@@ -503,7 +507,9 @@ extension LTTngRecordingTests {
         if reader.isRunning { kill(reader.processIdentifier, SIGKILL) }
         reader.waitUntilExit()
         live = (try? String(contentsOf: readerOut, encoding: .utf8)) ?? ""
-        #expect(count("katana:dispatch_begin", in: live) == 4_001)
+        // Every dispatch once: three events each, or one updater_inline for an updater applied inline.
+        #expect(count("katana:dispatch_begin", in: live) + count("katana:updater_inline", in: live) == 4_001)
+        #expect(count("katana:updater_inline", in: live) > 0, "no updater was recorded as one inline event")
         #expect(live.contains("KatanaBenchCore.Child"))
     }
 }

@@ -125,7 +125,8 @@ func recordedDispatches(_ trace: String) async throws -> Set<String> {
     var ids = Set<String>()
     for line in dump.out.split(separator: "\n") {
         guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-              event["event"] as? String == "dispatch_begin", let id = event["id"] as? Int else { continue }
+              ["dispatch_begin", "updater_inline"].contains(event["event"] as? String), let id = event["id"] as? Int
+        else { continue }
         ids.insert("\(event["vpid"] ?? 0)/\(id)")
     }
     return ids

@@ -1,0 +1,195 @@
+import Foundation
+import Katana
+import KatanaTrace
+import Testing
+
+/// An updater that takes a known time to apply, so a recorded duration can be checked against it.
+private struct SlowBump: StateUpdater {
+    func updateState(_ state: inout TraceState) {
+        usleep(3_000)
+        state.counter += 1
+    }
+}
+
+private struct Refuse: ThrowingStateUpdater {
+    struct Refused: Error {}
+    func updateState(_ state: inout TraceState) throws { throw Refused() }
+}
+
+/// A side effect whose one child is applied inline (the lane is idle when it dispatches it).
+private struct BumpOnce: SideEffect {
+    func sideEffect(_ context: SideEffectContext<TraceState, EmptySideEffectDependencyContainer>) async throws {
+        try await context.dispatch(Bump()).value
+    }
+}
+
+private func combining() -> InMemoryTraceBackend { InMemoryTraceBackend(combinesInlineUpdaters: true) }
+
+private func store(_ backend: any TraceBackend, interceptors: [StoreInterceptor] = [],
+                   budgets: LatencyBudgets = []) -> TraceStore {
+    TraceStore(interceptors: interceptors, stateInitializer: { TraceState() },
+               configuration: .init(traceBackend: backend, latencyBudgets: budgets))
+}
+
+private extension InMemoryTraceBackend {
+    /// The dispatch events, as (kind of event, name): `inline`, `enqueue`, `begin`, `end`.
+    var dispatchEvents: [(String, String)] {
+        events.compactMap { event in
+            switch event {
+            case let .updaterInline(e): ("inline", e.name.string)
+            case let .enqueue(e): ("enqueue", e.name.string)
+            case let .begin(e): ("begin", e.name.string)
+            case let .end(e): ("end", e.name.string)
+            default: nil
+            }
+        }
+    }
+
+    var inlineEvents: [UpdaterInlineEvent] {
+        events.compactMap { if case let .updaterInline(e) = $0 { e } else { nil } }
+    }
+}
+
+/// A backend that `combinesInlineUpdaters` (LTTng does) gets an updater applied inline as ONE event at its end,
+/// carrying what the three would have: id, parent, name, parallelism at its begin, its duration and outcome. Every
+/// other path keeps the three events at the moments they happen.
+@Suite struct CombinedInlineTracingTests {
+    @Test func anInlineUpdaterIsOneEventCarryingItsDuration() throws {
+        let backend = combining()
+        let store = store(backend)
+        store.dispatch(SlowBump())
+        let events = backend.dispatchEvents
+        #expect(events.map(\.0) == ["inline"], "\(events)")
+        let event = try #require(backend.inlineEvents.first)
+        #expect(event.id != 0 && event.parentID == 0)
+        #expect(event.name == TraceName.of(SlowBump.self))
+        #expect(event.outcome == .ok && event.parallelism == 0)
+        // It slept 3 ms while applied: the duration is measured around the apply, not made up.
+        #expect(event.durationNanoseconds >= 3_000_000 && event.durationNanoseconds < 10_000_000_000, "\(event.durationNanoseconds)")
+        #expect(store.state.counter == 1)
+    }
+
+    @Test func aRefusedInlineUpdaterCarriesTheErrorOutcome() async throws {
+        let backend = combining()
+        let store = store(backend)
+        #expect(await store.dispatch(Refuse()).result.isFailure)
+        #expect(backend.inlineEvents.map(\.outcome) == [.error])
+    }
+
+    @Test func aSideEffectsInlineChildCarriesItsParentAndTheParallelism() async throws {
+        let backend = combining()
+        let store = store(backend)
+        try await store.dispatch(BumpOnce()).value
+        let sideEffect = try #require(backend.events.compactMap { event -> DispatchBeginEvent? in
+            if case let .begin(e) = event, e.kind == .sideEffect { return e } else { return nil }
+        }.first)
+        let child = try #require(backend.inlineEvents.first)
+        #expect(child.parentID == sideEffect.id)
+        #expect(child.parallelism == 1, "the side effect that dispatched it was in flight")
+    }
+
+    @Test func queuedUpdatersKeepTheirThreeEvents() async throws {
+        let backend = combining()
+        let store = store(backend)
+        try await twoBumpsQueuedBehindABlockedUpdater(store)
+        let bumps = backend.dispatchEvents.filter { $0.1 == "KatanaTraceTests.Bump" }.map(\.0)
+        #expect(bumps.filter { $0 == "enqueue" }.count == 2, "\(bumps)")
+        #expect(bumps.filter { $0 == "end" }.count == 2, "\(bumps)")
+        #expect(!bumps.contains("inline"))
+    }
+
+    @Test func aBudgetedTypeIsTimedWithItsThreeEvents() throws {
+        let backend = combining()
+        let store = store(backend, budgets: [.budget(SlowBump.self, .microseconds(10))])
+        store.dispatch(SlowBump())
+        store.dispatch(Bump())
+        let events = backend.dispatchEvents
+        #expect(events.filter { $0.1.hasSuffix("SlowBump") }.map(\.0) == ["enqueue", "begin", "end"], "\(events)")
+        #expect(events.filter { $0.1.hasSuffix(".Bump") }.map(\.0) == ["inline"], "\(events)")
+        #expect(backend.events.contains { if case .budgetExceeded = $0 { true } else { false } })
+    }
+
+    @Test func throughInterceptorsAnUpdaterKeepsItsThreeEvents() throws {
+        let backend = combining()
+        let passThrough: StoreInterceptor = { _ in { next in { try next($0) } } }
+        let store = store(backend, interceptors: [passThrough])
+        store.dispatch(Bump())
+        #expect(backend.dispatchEvents.map(\.0) == ["enqueue", "begin", "end"])
+    }
+
+    @Test func aMultiplexCombinesOnlyWhenEveryBackendDoes() throws {
+        let first = combining(), second = combining(), plain = InMemoryTraceBackend()
+        store(MultiplexTraceBackend([first, second])).dispatch(Bump())
+        #expect(first.dispatchEvents.map(\.0) == ["inline"])
+        #expect(second.dispatchEvents.map(\.0) == ["inline"])
+        let mixed = combining()
+        store(MultiplexTraceBackend([mixed, plain])).dispatch(Bump())
+        #expect(mixed.dispatchEvents.map(\.0) == ["enqueue", "begin", "end"])
+        #expect(plain.dispatchEvents.map(\.0) == ["enqueue", "begin", "end"])
+    }
+
+    @Test func aBackendThatDoesNotCombineStillSeesThreeEventsFromUpdaterInline() {
+        let plain = InMemoryTraceBackend()
+        let name = TraceName("Example.Updater")
+        plain.updaterInline(UpdaterInlineEvent(id: 7, parentID: 3, name: name, parallelism: 2, durationNanoseconds: 5,
+                                               outcome: .error))
+        #expect(plain.events == [
+            .enqueue(DispatchEnqueueEvent(id: 7, parentID: 3, kind: .stateUpdater, name: name, lane: .updaterInline, queueDepth: 0)),
+            .begin(DispatchBeginEvent(id: 7, parentID: 3, kind: .stateUpdater, name: name, lane: .updaterInline, parallelism: 2)),
+            .end(DispatchEndEvent(id: 7, kind: .stateUpdater, name: name, lane: .updaterInline, outcome: .error)),
+        ])
+    }
+}
+
+/// Names are interned pointers with a per-thread direct-mapped cache of 64 slots: many types on many threads must
+/// still each get their own name (slots collide and are replaced, never confused).
+@Suite struct TraceNameInterningTests {
+    private struct Box<T> {}
+
+    /// `Box<Box<…<Int>…>>`, `depth` deep: as many distinct types as asked for.
+    private static func types(_ count: Int) -> [Any.Type] {
+        func wrap(_ type: Any.Type) -> Any.Type {
+            func open<T>(_: T.Type) -> Any.Type { Box<T>.self }
+            return _openExistential(type, do: open)
+        }
+        var result: [Any.Type] = [Int.self]
+        while result.count < count { result.append(wrap(result.last!)) }
+        return result
+    }
+
+    @Test func equalStringsAreOneNameAndTypeNamesAreTheirReflection() {
+        #expect(TraceName("katana.example") == TraceName("katana.example"))
+        #expect(TraceName("katana.example").cString == TraceName("katana.example").cString)
+        #expect(TraceName("katana.example") != TraceName("katana.other"))
+        #expect(TraceName.of(Bump.self) == TraceName(String(reflecting: Bump.self)))
+        #expect(TraceName("héllo").utf8Count == 6)
+        #expect(Set([TraceName("a"), TraceName("a"), TraceName("b")]).count == 2)
+    }
+
+    @Test func manyTypesOnManyThreadsEachGetTheirOwnName() async {
+        let types = Self.types(300)
+        let expected = types.map { String(reflecting: $0) }
+        #expect(Set(expected).count == types.count)
+        let wrong = await withTaskGroup(of: Int.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var wrong = 0
+                    for round in 0..<20 {
+                        for index in types.indices {
+                            let at = (index * 7 + worker * 13 + round) % types.count
+                            let name = TraceName.of(types[at])
+                            if name.string != expected[at] || String(cString: name.cString) != expected[at] { wrong += 1 }
+                        }
+                    }
+                    return wrong
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(wrong == 0)
+    }
+}
+
+private extension Result {
+    var isFailure: Bool { if case .failure = self { true } else { false } }
+}
