@@ -339,15 +339,15 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         let keepOld = listenersNeedOldState
         let direct = chain == nil && listenersAreInline
         // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
-        // are this moment, which it carries as its duration) instead of three.
-        let combined = id != 0 && direct && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
+        // are this moment, which it carries as its duration) instead of three — with or without interceptors.
+        let combined = id != 0 && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
         if id != 0, !combined { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
 
         if direct {
             // The common case: no interceptors. Apply, hand the change straight to the listeners, and give the
             // lane back, without touching the batch buffers.
-            let started = id != 0 ? traceInlineBegin(item, combined: combined) : (0, 0)
+            let started = id != 0 ? traceStart(item, lane: .updaterInline, combined: combined) : (0, 0)
             var failure: KatanaError?
             lockStateForApplying(thread: thread)
             if listeners.isEmpty {
@@ -372,14 +372,15 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             }
             // No listeners_notified here: an inline change reaches the listeners before its end event.
             if id != 0 {
-                traceInlineEnd(item, combined: combined, started: started, outcome: failure == nil ? .ok : .error)
+                traceFinish(item, lane: .updaterInline, combined: combined, started: started,
+                            outcome: failure == nil ? .ok : .error)
             }
             releaseLane(thread: thread)
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
 
         keepOldStates = keepOld
-        let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty)
+        let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
         deliverChanges(to: listeners)
         let handle: DispatchHandle<V>
         switch result {
@@ -633,20 +634,21 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @inline(never)
     final func hasNoBudget(_ item: LaneItem) -> Bool { budgets.limit(for: type(of: item.updater)) == nil }
 
-    /// An inline updater's begin (call only for traced items): with a backend that combines, only the start time
-    /// and the parallelism, for `traceInlineEnd`; else `dispatch_begin` and the budget's start time. Out of line, so
-    /// the untraced fast path stays small enough for the compiler to specialise the updater's apply into it.
+    /// An updater's begin (call only for traced items): when `combined` (an inline updater, a backend that combines,
+    /// no budget) only the start time and the parallelism, for `traceFinish`; else `dispatch_begin` and the budget's
+    /// start time. Out of line, so the untraced fast path stays small enough for the compiler to specialise the
+    /// updater's apply into it.
     @usableFromInline @inline(never)
-    final func traceInlineBegin(_ item: LaneItem, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+    final func traceStart(_ item: LaneItem, lane: DispatchLane, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
         if combined { return (LatencyBudgets.now(), UInt32(clamping: sideEffects.count)) }
-        return (traceBegin(item, lane: .updaterInline), 0)
+        return (traceBegin(item, lane: lane), 0)
     }
 
-    /// An inline updater's end (call only for traced items): one `updater_inline` event carrying its duration, or
-    /// `dispatch_end` after the begin `traceInlineBegin` emitted.
+    /// An updater's end (call only for traced items): one `updater_inline` event carrying its duration when
+    /// `combined`, else `dispatch_end` after the begin `traceStart` emitted.
     @usableFromInline @inline(never)
-    final func traceInlineEnd(_ item: LaneItem, combined: Bool, started: (started: UInt64, parallelism: UInt32),
-                              outcome: DispatchOutcome) {
+    final func traceFinish(_ item: LaneItem, lane: DispatchLane, combined: Bool,
+                           started: (started: UInt64, parallelism: UInt32), outcome: DispatchOutcome) {
         if combined, let emit = nativeUpdaterInline, let name = item.name {
             emit(item.id, item.parentID, name.cString, name.utf8Count, started.parallelism,
                  LatencyBudgets.now() &- started.started, outcome.rawValue)
@@ -655,7 +657,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                 id: item.id, parentID: item.parentID, name: item.name!, parallelism: started.parallelism,
                 durationNanoseconds: LatencyBudgets.now() &- started.started, outcome: outcome))
         } else {
-            traceEnd(item, lane: .updaterInline, outcome: outcome, started: started.started)
+            traceEnd(item, lane: lane, outcome: outcome, started: started.started)
         }
     }
 
@@ -671,7 +673,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     /// Applies one lane item (through the interceptors unless it bypasses them). Called by the lane holder.
     @inlinable
-    final func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> LaneResult {
+    /// `combined`: an inline updater whose enqueue was not traced, recorded as one event at its end (`traceFinish`).
+    final func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool, combined: Bool = false) -> LaneResult {
         if let cell = item.cell, !cell.claimForLane() {
             skipCancelled(item, cell: cell, lane: lane)
             return .skipped
@@ -679,23 +682,25 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         guard let chain, !item.bypass else {
             lockStateForApplying()
             defer { unlockStateAfterApplying() }
-            return .done(applyTracedLocked(item, lane: lane, recordChanges: recordChanges))
+            return .done(applyTracedLocked(item, lane: lane, recordChanges: recordChanges, combined: combined))
         }
         // Through the interceptors: begin and end bracket the whole chain (the updater is applied by `next`).
-        let started = item.id != 0 ? traceBegin(item, lane: lane) : 0
+        let started = item.id != 0 ? traceStart(item, lane: lane, combined: combined) : (0, 0)
         let (result, outcome) = runUpdaterChain(item.updater, chain, recordChanges: recordChanges)
-        if item.id != 0 { traceEnd(item, lane: lane, outcome: outcome, started: started) }
+        if item.id != 0 { traceFinish(item, lane: lane, combined: combined, started: started, outcome: outcome) }
         return result
     }
 
     /// Applies one updater past the interceptors, between its `dispatch_begin` and `dispatch_end`; returns what it
     /// threw. The caller holds `stateLock` and the lane.
     @inlinable
-    final func applyTracedLocked(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool) -> KatanaError? {
-        let started = item.id != 0 ? traceBegin(item, lane: lane) : 0
+    final func applyTracedLocked(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool, combined: Bool = false) -> KatanaError? {
+        let started = item.id != 0 ? traceStart(item, lane: lane, combined: combined) : (0, 0)
         var failure: KatanaError?
         do { try applyLocked(item.updater, recordChanges: recordChanges) } catch { failure = error }
-        if item.id != 0 { traceEnd(item, lane: lane, outcome: failure == nil ? .ok : .error, started: started) }
+        if item.id != 0 {
+            traceFinish(item, lane: lane, combined: combined, started: started, outcome: failure == nil ? .ok : .error)
+        }
         return failure
     }
 

@@ -51,8 +51,8 @@ private extension InMemoryTraceBackend {
 }
 
 /// A backend that `combinesInlineUpdaters` (LTTng does) gets an updater applied inline as ONE event at its end,
-/// carrying what the three would have: id, parent, name, parallelism at its begin, its duration and outcome. Every
-/// other path keeps the three events at the moments they happen.
+/// carrying what the three would have: id, parent, name, parallelism at its begin, its duration and outcome. Queued,
+/// held and budgeted updaters and side effects keep the three events at the moments they happen.
 @Suite struct CombinedInlineTracingTests {
     @Test func anInlineUpdaterIsOneEventCarryingItsDuration() throws {
         let backend = combining()
@@ -109,12 +109,21 @@ private extension InMemoryTraceBackend {
         #expect(backend.events.contains { if case .budgetExceeded = $0 { true } else { false } })
     }
 
-    @Test func throughInterceptorsAnUpdaterKeepsItsThreeEvents() throws {
+    /// Apps run a logger and an observer interceptor on every dispatch: an inline updater through them is one event
+    /// too, bracketing the whole chain, with the chain's outcome.
+    @Test func throughInterceptorsAnInlineUpdaterIsOneEventWithTheChainsOutcome() async throws {
         let backend = combining()
-        let passThrough: StoreInterceptor = { _ in { next in { try next($0) } } }
-        let store = store(backend, interceptors: [passThrough])
-        store.dispatch(Bump())
-        #expect(backend.dispatchEvents.map(\.0) == ["enqueue", "begin", "end"])
+        let blockRefusals: StoreInterceptor = { _ in { next in { item in
+            if item is Refuse { throw CancellationError() }
+            try next(item)
+        } } }
+        let store = store(backend, interceptors: [blockRefusals])
+        store.dispatch(SlowBump())
+        _ = await store.dispatch(Refuse()).result
+        #expect(backend.dispatchEvents.map(\.0) == ["inline", "inline"], "\(backend.dispatchEvents)")
+        #expect(backend.inlineEvents.map(\.outcome) == [.ok, .blocked])
+        #expect(backend.inlineEvents[0].durationNanoseconds >= 3_000_000)
+        #expect(store.state.counter == 1)
     }
 
     @Test func aMultiplexCombinesOnlyWhenEveryBackendDoes() throws {
