@@ -297,10 +297,14 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// (id 0 means "not traced" everywhere in the lane).
     @inlinable
     final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
-        let listened = if let check = enabledCheck { check() != 0 } else { tracer.isEnabled }
-        guard listened else { return (0, nil) }
+        guard tracingEnabled else { return (0, nil) }
         return (KatanaTracing.nextID(), TraceName.of(type))
     }
+
+    /// Whether the backend listens: a native provider's (or the no-op backend's) check called directly, else the
+    /// existential's `isEnabled`.
+    @inlinable
+    final var tracingEnabled: Bool { if let check = enabledCheck { check() != 0 } else { tracer.isEnabled } }
 
     /// A pending handle's cell, for a handle whose value is `V` (a `Void` or erased handle accepts an updater's `()`).
     @inlinable
@@ -794,12 +798,22 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                     for listener in listeners { listener.call(new: state) }
                 }
             }
-            if tracer.isEnabled {
+            if tracingEnabled {
                 tracer.listenersNotified(storeID: storeID, changes: 1, listeners: UInt32(clamping: listeners.count))
             }
         }
         guard !changes.isEmpty else { return }
         let count = changes.count
+        if count == 1, listenersAreInline {
+            // One change (an item applied through the interceptors, or a batch of one): taken out of the buffer
+            // without the general removal's range bookkeeping.
+            let (old, new) = changes.removeLast()
+            for listener in listeners { listener.call(old, new) }
+            if tracingEnabled {
+                tracer.listenersNotified(storeID: storeID, changes: 1, listeners: UInt32(clamping: listeners.count))
+            }
+            return
+        }
         if listenersAreInline {
             for (old, new) in changes {
                 for listener in listeners { listener.call(old, new) }
@@ -813,7 +827,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             }
         }
         changes.removeAll(keepingCapacity: true)
-        if tracer.isEnabled {
+        if tracingEnabled {
             tracer.listenersNotified(storeID: storeID, changes: UInt32(clamping: count), listeners: UInt32(clamping: listeners.count))
         }
     }
