@@ -53,7 +53,7 @@ let package = Package(
         .target(
             name: "Katana",
             dependencies: [
-                "KatanaTrace",
+                "KatanaTrace", "CKatanaTraceProvider",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [.define("KATANA_INJECTED_REGRESSION", .when(traits: ["InjectedRegression"]))]
@@ -125,7 +125,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KatanaTraceTests",
-            dependencies: ["Katana", "KatanaTrace", "KatanaTestSupport"]
+            dependencies: ["Katana", "KatanaTrace", "KatanaTestSupport", "CKatanaTraceProvider"]
         ),
     ],
     swiftLanguageModes: [.v6]

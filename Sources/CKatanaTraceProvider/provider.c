@@ -1,6 +1,11 @@
+#define _GNU_SOURCE
 #include "CKatanaTraceProvider.h"
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 /* Written once (normally from a provider's constructor, before main), read by any thread: C11 atomics with
  * release/acquire order, which ThreadSanitizer understands. */
@@ -14,4 +19,76 @@ int katana_trace_register_provider(const struct katana_trace_provider *provider)
 
 const struct katana_trace_provider *katana_trace_registered_provider(void) {
     return __atomic_load_n(&registered, __ATOMIC_ACQUIRE);
+}
+
+/* ------------------------------------------------------------------------------------------ short durations */
+
+uint64_t katana_ns_per_tick_bits = 0;
+
+static uint64_t monotonic_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Whether the tick counter is usable as a clock: x86-64 with an invariant TSC (the kernel's flags say so), or
+ * AArch64's generic timer. Set once, with the calibration's first point. */
+static int ticks_usable;
+static uint64_t first_ticks, first_ns;
+static pthread_once_t ticks_once = PTHREAD_ONCE_INIT;
+
+static int tsc_invariant(void) {
+#if defined(__x86_64__)
+    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
+    if (!cpuinfo) return 0;
+    char line[8192];
+    int constant = 0, nonstop = 0;
+    while (fgets(line, sizeof line, cpuinfo)) {
+        if (strncmp(line, "flags", 5) != 0) continue;
+        constant = strstr(line, " constant_tsc") != NULL;
+        nonstop = strstr(line, " nonstop_tsc") != NULL;
+        break;
+    }
+    fclose(cpuinfo);
+    return constant && nonstop;
+#elif defined(__aarch64__)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static void store_rate(double per_tick) {
+    uint64_t bits;
+    memcpy(&bits, &per_tick, sizeof bits);
+    __atomic_store_n(&katana_ns_per_tick_bits, bits, __ATOMIC_RELAXED);
+}
+
+static void ticks_init(void) {
+    ticks_usable = tsc_invariant();
+    if (!ticks_usable) return;
+    first_ticks = katana_ticks();
+    first_ns = monotonic_ns();
+#if defined(__aarch64__)
+    uint64_t frequency;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(frequency));
+    if (frequency) store_rate(1e9 / (double)frequency);
+#endif
+}
+
+/* Not calibrated yet: a CLOCK_MONOTONIC token (top bit clear). The first call takes the calibration's first point;
+ * a call 20 ms or more later sets the rate (racing callers each compute one; they differ by parts per million). */
+uint64_t katana_duration_start_slow(void) {
+    pthread_once(&ticks_once, ticks_init);
+    uint64_t now = monotonic_ns();
+    if (ticks_usable && now - first_ns >= 20000000u) {
+        uint64_t ticks = katana_ticks(), ns = monotonic_ns();
+        if (ticks > first_ticks) store_rate((double)(ns - first_ns) / (double)(ticks - first_ticks));
+    }
+    return now & ~(UINT64_C(1) << 63);
+}
+
+uint64_t katana_duration_ns_slow(uint64_t token) {
+    uint64_t now = monotonic_ns() & ~(UINT64_C(1) << 63);
+    return now >= token ? now - token : 0;
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
@@ -644,7 +645,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// updater's apply into it.
     @usableFromInline @inline(never)
     final func traceStart(_ item: LaneItem, lane: DispatchLane, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
-        if combined { return (LatencyBudgets.now(), UInt32(clamping: sideEffects.count)) }
+        if combined { return (katana_duration_start(), UInt32(clamping: sideEffects.count)) }
         return (traceBegin(item, lane: lane), 0)
     }
 
@@ -655,11 +656,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                            started: (started: UInt64, parallelism: UInt32), outcome: DispatchOutcome) {
         if combined, let emit = nativeUpdaterInline, let name = item.name {
             emit(item.id, item.parentID, name.cString, name.utf8Count, started.parallelism,
-                 LatencyBudgets.now() &- started.started, outcome.rawValue)
+                 katana_duration_ns(started.started), outcome.rawValue)
         } else if combined {
             tracer.updaterInline(UpdaterInlineEvent(
                 id: item.id, parentID: item.parentID, name: item.name!, parallelism: started.parallelism,
-                durationNanoseconds: LatencyBudgets.now() &- started.started, outcome: outcome))
+                durationNanoseconds: katana_duration_ns(started.started), outcome: outcome))
         } else {
             traceEnd(item, lane: lane, outcome: outcome, started: started.started)
         }

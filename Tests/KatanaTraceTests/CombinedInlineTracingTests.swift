@@ -1,3 +1,4 @@
+import CKatanaTraceProvider
 import Foundation
 import Katana
 import KatanaTrace
@@ -147,6 +148,43 @@ private extension InMemoryTraceBackend {
             .begin(DispatchBeginEvent(id: 7, parentID: 3, kind: .stateUpdater, name: name, lane: .updaterInline, parallelism: 2)),
             .end(DispatchEndEvent(id: 7, kind: .stateUpdater, name: name, lane: .updaterInline, outcome: .error)),
         ])
+    }
+}
+
+/// An inline updater's duration is measured with the CPU's tick counter once it is calibrated against
+/// CLOCK_MONOTONIC (20 ms after the first measurement), and with CLOCK_MONOTONIC before that: both must agree with
+/// the monotonic clock on a known wait.
+@Suite struct ShortDurationTests {
+    private static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
+    @Test func tickDurationsAgreeWithTheMonotonicClock() async throws {
+        // Calibrate: take tokens until one is a tick count (top bit set), for at most 2 s.
+        let deadline = Self.monotonicNanoseconds() + 2_000_000_000
+        var token = katana_duration_start()
+        while token >> 63 == 0, Self.monotonicNanoseconds() < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+            token = katana_duration_start()
+        }
+        let calibrated = token >> 63 == 1
+        #if arch(x86_64) || arch(arm64)
+        let invariant = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)).map {
+            $0.contains(" constant_tsc") && $0.contains(" nonstop_tsc")
+        } ?? false
+        #expect(calibrated || !invariant, "an invariant TSC should be calibrated within 2 s")
+        #endif
+        for wait in [2_000, 10_000, 40_000] as [UInt32] {  // microseconds
+            let start = katana_duration_start(), before = Self.monotonicNanoseconds()
+            usleep(wait)
+            let measured = katana_duration_ns(start), reference = Self.monotonicNanoseconds() - before
+            // The two measurements bracket the same wait; they differ by the clock reads and the rate's error.
+            let difference = measured > reference ? measured - reference : reference - measured
+            #expect(difference < 50_000 + reference / 100, "measured \(measured) ns, monotonic \(reference) ns (ticks: \(calibrated))")
+            #expect(measured >= UInt64(wait) * 1_000 * 99 / 100)
+        }
     }
 }
 

@@ -46,6 +46,46 @@ struct katana_trace_provider {
     int (*intervals_enabled)(void);
 };
 
+/* Durations of a few hundred nanoseconds, measured cheaply: a start token from `katana_duration_start`, then
+ * `katana_duration_ns(token)` at the end. On x86-64 with an invariant TSC (constant_tsc and nonstop_tsc) and on
+ * AArch64 the token is a tick count read in one instruction (x86-64: ~11 ns here against clock_gettime's ~27 ns),
+ * converted with a rate calibrated against CLOCK_MONOTONIC once at least 20 ms have passed since the first use
+ * (AArch64: the counter's own frequency); until then, and anywhere else, it is CLOCK_MONOTONIC nanoseconds. The top
+ * bit of a token says which (ticks when set). */
+uint64_t katana_duration_start_slow(void);
+uint64_t katana_duration_ns_slow(uint64_t token);
+/* Nanoseconds per tick once calibrated (a double's bits), else 0. Accessed atomically. */
+extern uint64_t katana_ns_per_tick_bits;
+
+static inline uint64_t katana_ticks(void) {
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    uint64_t value;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(value));
+    return value;
+#else
+    return 0;
+#endif
+}
+
+static inline uint64_t katana_duration_start(void) {
+    if (__atomic_load_n(&katana_ns_per_tick_bits, __ATOMIC_RELAXED) != 0)
+        return katana_ticks() | (UINT64_C(1) << 63);
+    return katana_duration_start_slow();
+}
+
+static inline uint64_t katana_duration_ns(uint64_t token) {
+    if (token >> 63) {
+        uint64_t bits = __atomic_load_n(&katana_ns_per_tick_bits, __ATOMIC_RELAXED);
+        double per_tick;
+        __builtin_memcpy(&per_tick, &bits, sizeof per_tick);
+        uint64_t ticks = (katana_ticks() - (token & ~(UINT64_C(1) << 63))) & ~(UINT64_C(1) << 63);
+        return (uint64_t)((double)ticks * per_tick);
+    }
+    return katana_duration_ns_slow(token);
+}
+
 /* Makes `provider` (which must live for the whole process) this process's native provider. The first
  * registration wins; returns 0 then, -1 if another provider was registered first, -2 for a table of another ABI. */
 int katana_trace_register_provider(const struct katana_trace_provider *provider);
