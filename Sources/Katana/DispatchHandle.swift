@@ -105,7 +105,11 @@ final class HandleCell: @unchecked Sendable {
     /// Such handles only report completion, whatever the item (or an interceptor's replacement) produced.
     @usableFromInline let acceptsVoid: Bool
     @usableFromInline let phase = Atomic<UInt8>(Phase.waiting)
-    @usableFromInline @exclusivity(unchecked) var outcome: Outcome?
+    /// Whether the cell is resolved; `outcome` is meaningful only then. Two plain fields rather than an optional
+    /// `Result`: an optional of a multi-payload enum of existentials is tested and copied through the runtime's
+    /// generic enum functions (~300 instructions per side effect).
+    @usableFromInline @exclusivity(unchecked) var isDone = false
+    @usableFromInline @exclusivity(unchecked) var outcome: Outcome = .success(())
     @usableFromInline @exclusivity(unchecked) var waiter: Waiter?
     @usableFromInline @exclusivity(unchecked) var moreWaiters: [Waiter] = []
     /// Waiters whose task was cancelled before they were registered (rare).
@@ -132,12 +136,13 @@ final class HandleCell: @unchecked Sendable {
         self.acceptsVoid = acceptsVoid
     }
 
-    @usableFromInline var isResolved: Bool { lock.withLock { outcome != nil } }
+    @usableFromInline var isResolved: Bool { lock.withLock { isDone } }
 
     /// Resolves the cell. Must be called with `lock` held. Later calls are ignored.
     @inlinable
     func resolveLocked(_ result: Outcome) {
-        guard outcome == nil else { return }
+        guard !isDone else { return }
+        isDone = true
         outcome = result
         // Resuming only enqueues the waiting task on its executor, so doing it under the lock is safe.
         if let waiter {
@@ -193,7 +198,7 @@ final class HandleCell: @unchecked Sendable {
             } else if now == Phase.running {
                 if phase.compareExchange(expected: now, desired: Phase.cancelRequested, ordering: .acquiringAndReleasing).exchanged {
                     lock.lock()
-                    let task = outcome == nil ? self.task : nil
+                    let task = isDone ? nil : self.task
                     let children = self.children
                     lock.unlock()
                     task?.cancel()
@@ -210,7 +215,7 @@ final class HandleCell: @unchecked Sendable {
     @usableFromInline
     func attach(_ task: Task<Void, Never>) {
         lock.lock()
-        if outcome == nil { self.task = task }
+        if !isDone { self.task = task }
         lock.unlock()
         if isCancelled { task.cancel() }
     }
@@ -220,13 +225,13 @@ final class HandleCell: @unchecked Sendable {
     @usableFromInline
     func adopt(_ child: HandleCell) {
         lock.lock()
-        if isCancelled || outcome != nil {
+        if isCancelled || isDone {
             lock.unlock()
             child.cancel()
             return
         }
         if children.count >= pruneChildrenAt {
-            children.removeAll { $0.outcome != nil }  // same lock: every cell of a store shares it
+            children.removeAll { $0.isDone }  // same lock: every cell of a store shares it
             pruneChildrenAt = max(8, children.count * 2)
         }
         children.append(child)
@@ -240,7 +245,8 @@ final class HandleCell: @unchecked Sendable {
     @usableFromInline
     func wait() async -> Outcome {
         lock.lock()
-        if let outcome {
+        if isDone {
+            let outcome = outcome
             lock.unlock()
             return outcome
         }
@@ -250,7 +256,8 @@ final class HandleCell: @unchecked Sendable {
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { continuation in
                 lock.lock()
-                if let outcome {
+                if isDone {
+                    let outcome = outcome
                     lock.unlock()
                     continuation.resume(returning: outcome)
                     return
@@ -278,7 +285,7 @@ final class HandleCell: @unchecked Sendable {
             if moreWaiters.isEmpty { self.waiter = nil } else { self.waiter = moreWaiters.removeFirst() }
         } else if let index = moreWaiters.firstIndex(where: { $0.token == token }) {
             removed = moreWaiters.remove(at: index).continuation
-        } else if outcome == nil {
+        } else if !isDone {
             cancelledTokens.append(token)
         }
         lock.unlock()
