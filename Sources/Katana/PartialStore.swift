@@ -677,8 +677,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     }
 
     /// Applies one lane item (through the interceptors unless it bypasses them). Called by the lane holder.
-    @inlinable
     /// `combined`: an inline updater whose enqueue was not traced, recorded as one event at its end (`traceFinish`).
+    @inlinable
     final func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool, combined: Bool = false) -> LaneResult {
         if let cell = item.cell, !cell.claimForLane() {
             skipCancelled(item, cell: cell, lane: lane)
