@@ -1761,8 +1761,8 @@ typedef struct {
     uint32_t name, kind, queue, outcome;
 } stage_event;
 
-static void on_stage(const stage_event *e, int role) {
-    slot *found = table_find(&A.open, e->key, e->id);
+/* `found`: the open dispatch with this (key, id), as the caller looked it up (NULL: none). */
+static void on_stage(const stage_event *e, int role, slot *found) {
     unsigned stage = role == EV_ENQUEUE ? 1 : role == EV_BEGIN ? 2 : 4;
     dispatch *d;
     if (found && !(A.pool[found->value].have & stage)) {
@@ -1828,7 +1828,7 @@ static void on_dispatch_event(const stream *s, int role) {
         e.has_vtid = get_context_int(s, F_VTID, &e.vtid);
         e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
     } else e.outcome = get_label(s, F_OUTCOME);
-    on_stage(&e, role);
+    on_stage(&e, role, found);
 }
 
 static uint32_t inline_queue_label, state_updater_label;
@@ -1847,10 +1847,10 @@ static void on_inline(const stream *s) {
     e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
     e.outcome = get_label(s, F_OUTCOME);
     e.ts = begin;
-    on_stage(&e, EV_ENQUEUE);
-    on_stage(&e, EV_BEGIN);
+    on_stage(&e, EV_ENQUEUE, table_find(&A.open, e.key, e.id));
+    on_stage(&e, EV_BEGIN, table_find(&A.open, e.key, e.id));
     e.ts = end;
-    on_stage(&e, EV_END);
+    on_stage(&e, EV_END, table_find(&A.open, e.key, e.id));
 }
 
 static void on_budget(const stream *s) {

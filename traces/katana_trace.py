@@ -172,7 +172,7 @@ class Reader:
         return re.compile("".join(parts)), keys
 
 
-INLINE_PAYLOAD = {"event", "ts", "parent_id", "name_length", "_name_length", "parallelism", "duration_ns", "outcome"}
+INLINE_PAYLOAD = {"event", "ts", "parent_id", "_name_length", "parallelism", "duration_ns", "outcome"}
 
 
 def expand_inline(events):
