@@ -64,11 +64,26 @@ static void store_rate(double per_tick) {
     __atomic_store_n(&katana_ns_per_tick_bits, bits, __ATOMIC_RELAXED);
 }
 
+/* A tick count and the CLOCK_MONOTONIC time at the same instant: the tick read bracketed by two clock reads, the
+ * tightest of a few tries (a thread preempted between the reads would otherwise skew the rate by the time it lost).
+ * Returns 0 when no try was bracketed within 20 µs. */
+static int sample_point(uint64_t *ticks, uint64_t *ns) {
+    uint64_t best = UINT64_MAX;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint64_t before = monotonic_ns(), now = katana_ticks(), after = monotonic_ns();
+        if (after - before < best) {
+            best = after - before;
+            *ticks = now;
+            *ns = before + (after - before) / 2;
+        }
+        if (best < 2000) break;
+    }
+    return best < 20000;
+}
+
 static void ticks_init(void) {
-    ticks_usable = tsc_invariant();
+    ticks_usable = tsc_invariant() && sample_point(&first_ticks, &first_ns);
     if (!ticks_usable) return;
-    first_ticks = katana_ticks();
-    first_ns = monotonic_ns();
 #if defined(__aarch64__)
     uint64_t frequency;
     __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(frequency));
@@ -77,13 +92,16 @@ static void ticks_init(void) {
 }
 
 /* Not calibrated yet: a CLOCK_MONOTONIC token (top bit clear). The first call takes the calibration's first point;
- * a call 20 ms or more later sets the rate (racing callers each compute one; they differ by parts per million). */
+ * a call 20 ms or more later sets the rate and returns a tick token (racing callers each compute one; they differ by parts per million). */
 uint64_t katana_duration_start_slow(void) {
     pthread_once(&ticks_once, ticks_init);
     uint64_t now = monotonic_ns();
     if (ticks_usable && now - first_ns >= 20000000u) {
-        uint64_t ticks = katana_ticks(), ns = monotonic_ns();
-        if (ticks > first_ticks) store_rate((double)(ns - first_ns) / (double)(ticks - first_ticks));
+        uint64_t ticks, ns;
+        if (sample_point(&ticks, &ns) && ticks > first_ticks && ns > first_ns) {
+            store_rate((double)(ns - first_ns) / (double)(ticks - first_ticks));
+            return ticks | (UINT64_C(1) << 63);  /* the call that calibrates already measures in ticks */
+        }
     }
     return now & ~(UINT64_C(1) << 63);
 }
