@@ -116,3 +116,51 @@ enum InterceptionFrames {
         return frame.pointee.store == store ? frame : nil
     }
 }
+
+/// An interceptor as a type: the form to use on every dispatch's path. It does what a ``StoreInterceptor`` closure
+/// does — pass the item on with `next`, pass another item instead, drop it (return without calling `next`) or block
+/// it (throw) — but `next` is a plain non-escaping function, so the store runs the chain without allocating,
+/// without re-abstraction thunks and without looking up the interception in thread-local storage: 3 pass-through
+/// interceptors of this form add tens of nanoseconds to a dispatch where 3 closures add hundreds (see the README's
+/// Performance section).
+///
+/// Give them to the store in ``StoreConfiguration/interceptors``: they run first, in order, then the closures
+/// passed to the store's initialiser. To put one among closures, use ``storeInterceptor``.
+///
+/// ```swift
+/// struct Audit: DispatchInterceptor {
+///     func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
+///         if item is DeleteAccount { log.notice("account deleted") }
+///         try next(item)
+///     }
+/// }
+/// let store = Store<AppState, AppDependencies>(configuration: .init(interceptors: [Audit()]))
+/// ```
+///
+/// The contract is the closures' (see ``StoreInterceptor``), except that `next` cannot be kept for later: to
+/// dispatch something afterwards, keep the context given to ``bind(to:)`` and dispatch through it.
+public protocol DispatchInterceptor: Sendable {
+    /// Called for every dispatched item (state updaters on the thread that applies them, side effects on their
+    /// task before the body). For a state updater, `next` applies it before returning, so state read after `next`
+    /// is the new one. Calling `next` a second time dispatches the item anew, past the interceptors.
+    func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws
+
+    /// Called once per store when the store becomes ready, with a context for reading its state and dispatching;
+    /// returns the interceptor that store runs. The default returns `self`. An interceptor that keeps per-store
+    /// state (observers registered with the store, the store's context) returns a new value holding it; the store
+    /// keeps that value exactly as long as it lives.
+    func bind(to context: any AnySideEffectContext) -> any DispatchInterceptor
+}
+
+extension DispatchInterceptor {
+    public func bind(to context: any AnySideEffectContext) -> any DispatchInterceptor { self }
+
+    /// This interceptor as a ``StoreInterceptor`` closure, to place it anywhere in a store's closure array (it then
+    /// costs what a closure costs).
+    public var storeInterceptor: StoreInterceptor {
+        { context in
+            let bound = self.bind(to: context)
+            return { next in { item in try bound.intercept(item) { try next($0) } } }
+        }
+    }
+}

@@ -77,6 +77,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var newStatePending = false  // lane holder
     @usableFromInline @exclusivity(unchecked) final var finished: [(HandleCell, (any Error)?)] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
+    /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
+    @usableFromInline @exclusivity(unchecked) final var links: [any DispatchInterceptor] = []  // written once before ready
+    /// Whether there are interceptors of either form.
+    @usableFromInline @exclusivity(unchecked) final var intercepting = false  // written once before ready
 
     @usableFromInline final let sideEffects: SideEffectRegistry
     @usableFromInline final let weakStore = WeakHost()
@@ -342,7 +346,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
         let listeners = self.listeners
         let keepOld = listenersNeedOldState
-        let direct = chain == nil && listenersAreInline
+        let direct = !intercepting && listenersAreInline
         // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
         // are this moment, which it carries as its duration) instead of three — with or without interceptors.
         let combined = id != 0 && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
@@ -384,20 +388,106 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
 
+        if chain == nil, listenersAreInline, !item.bypass {
+            // Protocol-form interceptors only: through them, on this thread, without the batch buffers.
+            return applyInlineThroughLinks(item, listeners: listeners, keepOld: keepOld, thread: thread,
+                                           combined: combined, success: success)
+        }
         keepOldStates = keepOld
         let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
         deliverChanges(to: listeners)
-        let handle: DispatchHandle<V>
+        let handle = inlineHandle(result, success: success, parentID: parentID)
+        releaseLane(thread: thread)
+        return handle
+    }
+
+    /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners
+    /// (the direct path in `enqueueUpdater` spells the same steps out: calling this from there cost it ~40
+    /// instructions per dispatch).
+    @inlinable
+    final func applyAndNotify(_ updater: any AnyStateUpdater, listeners: [ListenerBox<S>], keepOld: Bool,
+                              thread: UInt) -> KatanaError? {
+        var failure: KatanaError?
+        lockStateForApplying(thread: thread)
+        if listeners.isEmpty {
+            do { try updater._apply(to: &_state) } catch { failure = error }
+            unlockStateAfterApplying()
+        } else if keepOld {
+            let old = _state
+            do { try updater._apply(to: &_state) } catch { failure = error }
+            let new = _state
+            unlockStateAfterApplying()
+            if failure == nil {
+                for listener in listeners { listener.call(old, new) }
+            }
+        } else {
+            // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
+            do { try updater._apply(to: &_state) } catch { failure = error }
+            let new = _state
+            unlockStateAfterApplying()
+            if failure == nil {
+                for listener in listeners { listener.call(new: new) }
+            }
+        }
+        return failure
+    }
+
+    /// The handle of an updater applied inline, from what applying it gave.
+    @inlinable
+    final func inlineHandle<V: Sendable>(_ result: LaneResult, success: V, parentID: UInt64) -> DispatchHandle<V> {
         switch result {
         case .skipped:
-            handle = .rejected(CancellationError())  // not reached: the caller's own item has no cell to cancel
+            return .rejected(CancellationError())  // not reached: the caller's own item has no cell to cancel
         case let .done(error):
-            handle = DispatchHandle(resolved: error.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+            return DispatchHandle(resolved: error.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         case let .replacedBySideEffect(sideEffect):
             let cell = makeCell(for: V.self)
             launchSideEffect(sideEffect, cell: cell, parentID: parentID)
-            handle = DispatchHandle(cell)
+            return DispatchHandle(cell)
         }
+    }
+
+    /// Applies an updater inline through the protocol-form interceptors (no closure chain, inline listeners): the
+    /// chain's end applies it and tells the listeners, as an updater without interceptors is (so an interceptor that
+    /// throws after `next` reports an item that was applied and whose change the listeners were told). Called with
+    /// the lane held; gives it back.
+    @inlinable
+    final func applyInlineThroughLinks<V: Sendable>(
+        _ item: LaneItem, listeners: [ListenerBox<S>], keepOld: Bool, thread: UInt, combined: Bool, success: V
+    ) -> DispatchHandle<V> {
+        let started = item.id != 0 ? traceStart(item, lane: .updaterInline, combined: combined) : (0, 0)
+        var nextCalled = false, applied = false
+        var replacement: (any Dispatchable)?
+        var thrown: (any Error)?
+        do {
+            try runLinks(item.updater, from: 0) { forwarded in
+                guard !nextCalled else {
+                    _ = anyDispatch(forwarded, parentID: 0, bypassInterceptors: true)
+                    return
+                }
+                nextCalled = true
+                guard let updater = forwarded._katanaStateUpdater, forwarded._katanaSideEffect == nil else {
+                    replacement = forwarded
+                    return
+                }
+                if let failure = applyAndNotify(updater, listeners: listeners, keepOld: keepOld, thread: thread) {
+                    throw KatanaError.surfaced(failure)
+                }
+                applied = true
+            }
+        } catch {
+            thrown = error
+        }
+        if thrown == nil, applied {
+            // Passed on and applied: the common case, without building a lane result.
+            if item.id != 0 { traceFinish(item, lane: .updaterInline, combined: combined, started: started, outcome: .ok) }
+            releaseLane(thread: thread)
+            return DispatchHandle(resolved: .success(success))
+        }
+        let (result, outcome) = chainResult(item.updater, thrown: thrown, nextCalled: nextCalled, applied: applied,
+                                            replacement: replacement)
+        if item.id != 0 { traceFinish(item, lane: .updaterInline, combined: combined, started: started, outcome: outcome) }
+        let handle = inlineHandle(result, success: success, parentID: item.parentID)
         releaseLane(thread: thread)
         return handle
     }
@@ -564,7 +654,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
         let record = !listeners.isEmpty
         let count = drainBuffer.count
-        if chain == nil {
+        if !intercepting {
             // No interceptors: apply the whole batch under one acquisition of the state lock.
             lockStateForApplying(thread: thread)
             for item in drainBuffer {
@@ -684,14 +774,14 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             skipCancelled(item, cell: cell, lane: lane)
             return .skipped
         }
-        guard let chain, !item.bypass else {
+        guard intercepting, !item.bypass else {
             lockStateForApplying()
             defer { unlockStateAfterApplying() }
             return .done(applyTracedLocked(item, lane: lane, recordChanges: recordChanges, combined: combined))
         }
         // Through the interceptors: begin and end bracket the whole chain (the updater is applied by `next`).
         let started = item.id != 0 ? traceStart(item, lane: lane, combined: combined) : (0, 0)
-        let (result, outcome) = runUpdaterChain(item.updater, chain, recordChanges: recordChanges)
+        let (result, outcome) = runUpdaterChain(item.updater, recordChanges: recordChanges)
         if item.id != 0 { traceFinish(item, lane: lane, combined: combined, started: started, outcome: outcome) }
         return result
     }
@@ -732,31 +822,74 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// Runs the protocol-form interceptors from `index` on; the last one's `next` calls `end`.
     @inlinable
-    final func runUpdaterChain(
-        _ updater: any AnyStateUpdater, _ chain: StoreInterceptorChain, recordChanges: Bool
-    ) -> (LaneResult, DispatchOutcome) {
+    final func runLinks(_ item: any Dispatchable, from index: Int, end: (any Dispatchable) throws -> Void) throws {
+        guard index < links.count else { return try end(item) }
+        try links[index].intercept(item) { forwarded in try runLinks(forwarded, from: index + 1, end: end) }
+    }
+
+    @inlinable
+    final func runUpdaterChain(_ updater: any AnyStateUpdater, recordChanges: Bool) -> (LaneResult, DispatchOutcome) {
+        guard let chain else { return runUpdaterLinks(updater, recordChanges: recordChanges) }
+        // Closures: their end (`interceptedNext`) finds this interception in thread-local storage.
         var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .stateUpdater, recordChanges: recordChanges,
                                       applyUpdater: { store, updater, record throws(KatanaError) in
                                           try unsafeDowncast(store, to: PartialStore<S>.self).apply(updater, recordChanges: record)
                                       })
+        let links = !self.links.isEmpty
         let thrown: (any Error)? = InterceptionFrames.with(&frame) {
             do {
-                try chain(updater)
+                if links { try runLinks(updater, from: 0) { try chain($0) } } else { try chain(updater) }
                 return nil
             } catch {
                 return error
             }
         }
+        return chainResult(updater, thrown: thrown, nextCalled: frame.nextCalled, applied: frame.applied,
+                           replacement: frame.replacement)
+    }
+
+    /// `runUpdaterChain` with protocol-form interceptors only: the chain's end is a closure on this stack.
+    @inlinable
+    final func runUpdaterLinks(_ updater: any AnyStateUpdater, recordChanges: Bool) -> (LaneResult, DispatchOutcome) {
+        var thrown: (any Error)?
+        var nextCalled = false, applied = false
+        var replacement: (any Dispatchable)?
+        do {
+            try runLinks(updater, from: 0) { item in
+                guard !nextCalled else {
+                    _ = anyDispatch(item, parentID: 0, bypassInterceptors: true)
+                    return
+                }
+                nextCalled = true
+                if let updater = item._katanaStateUpdater, item._katanaSideEffect == nil {
+                    do { try apply(updater, recordChanges: recordChanges) } catch { throw KatanaError.surfaced(error) }
+                    applied = true
+                } else {
+                    replacement = item
+                }
+            }
+        } catch {
+            thrown = error
+        }
+        return chainResult(updater, thrown: thrown, nextCalled: nextCalled, applied: applied, replacement: replacement)
+    }
+
+    /// What an updater's pass through the interceptors comes to, and its outcome for the trace.
+    @inlinable
+    final func chainResult(
+        _ updater: any AnyStateUpdater, thrown: (any Error)?, nextCalled: Bool, applied: Bool, replacement: (any Dispatchable)?
+    ) -> (LaneResult, DispatchOutcome) {
         if let thrown {
-            if frame.applied {
+            if applied {
                 let failure = InterceptorFailure(error: thrown, item: "\(type(of: updater))")
                 return (.done(KatanaError.appliedButInterceptorThrew(failure)), .appliedWithError)
             }
-            return (.done(thrown), frame.nextCalled ? .error : .blocked)
+            return (.done(thrown), nextCalled ? .error : .blocked)
         }
-        guard frame.nextCalled else { return (.done(nil), .blocked) }
-        guard let replacement = frame.replacement else { return (.done(nil), .ok) }
+        guard nextCalled else { return (.done(nil), .blocked) }
+        guard let replacement else { return (.done(nil), .ok) }
         if let sideEffect = replacement._katanaSideEffect, replacement._katanaStateUpdater == nil {
             return (.replacedBySideEffect(sideEffect), .ok)
         }
@@ -887,18 +1020,37 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline
     final func intercept(_ item: SideEffectItem) -> SideEffectStep {
         let context = makeContext(scope: item.cell)
-        guard let chain, !item.bypass else { return .body(item.sideEffect, context) }
-        var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
-        let thrown: (any Error)? = InterceptionFrames.with(&frame) {
+        guard intercepting, !item.bypass else { return .body(item.sideEffect, context) }
+        var thrown: (any Error)?
+        var nextCalled = false
+        var replacement: (any Dispatchable)?
+        if let chain {
+            var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
+            thrown = InterceptionFrames.with(&frame) {
+                do {
+                    try runLinks(item.sideEffect, from: 0) { try chain($0) }
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            (nextCalled, replacement) = (frame.nextCalled, frame.replacement)
+        } else {
             do {
-                try chain(item.sideEffect)
-                return nil
+                try runLinks(item.sideEffect, from: 0) { forwarded in
+                    guard !nextCalled else {
+                        _ = anyDispatch(forwarded, parentID: 0, bypassInterceptors: true)
+                        return
+                    }
+                    nextCalled = true
+                    replacement = forwarded
+                }
             } catch {
-                return error
+                thrown = error
             }
         }
         if let thrown { return .done(.blocked, .failure(thrown)) }
-        guard frame.nextCalled, let toRun = frame.replacement else {
+        guard nextCalled, let toRun = replacement else {
             if item.cell.acceptsVoid { return .done(.blocked, .success(())) }
             return .done(.blocked, .failure(KatanaError.returningSideEffectNotExecuted("\(type(of: item.sideEffect))")))
         }
@@ -922,7 +1074,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// every held item in dispatch order. Items dispatched while this runs are held too, so order is kept.
     final func becomeReady(initialState: S, interceptors: [StoreInterceptor]) {
         stateLock.withLock { _state = initialState }
+        if !configuration.interceptors.isEmpty {
+            let context = makeContext(scope: nil)
+            links = configuration.interceptors.map { $0.bind(to: context) }
+            intercepting = true
+        }
         if !interceptors.isEmpty {
+            intercepting = true
             let context = makeContext(scope: nil)
             let last: StoreInterceptorNext = { [weak self] item in
                 guard let self else { throw KatanaError.storeReleased }

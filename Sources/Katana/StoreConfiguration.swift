@@ -62,13 +62,19 @@ public struct StoreConfiguration: Sendable {
     /// The default ``backlogLimit``: at ~100 ns per updater, an awaited updater waits at most ~0.1 ms behind a flood.
     public static let defaultBacklogLimit = 1024
 
+    /// Interceptors of the protocol form, run for every item before the closures given to the store's
+    /// initialiser (see ``DispatchInterceptor``: the form to use on every dispatch's path).
+    public var interceptors: [any DispatchInterceptor]
+
     public init(
         stateInitializerExecutor: StoreExecutor = .inline,
         listenerExecutor: StoreExecutor = .inline,
         traceBackend: (any TraceBackend)? = nil,
         backlogLimit: Int? = StoreConfiguration.defaultBacklogLimit,
-        latencyBudgets: LatencyBudgets = []
+        latencyBudgets: LatencyBudgets = [],
+        interceptors: [any DispatchInterceptor] = []
     ) {
+        self.interceptors = interceptors
         self.latencyBudgets = latencyBudgets
         self.stateInitializerExecutor = stateInitializerExecutor
         self.listenerExecutor = listenerExecutor

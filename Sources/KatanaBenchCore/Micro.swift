@@ -17,6 +17,7 @@ struct Micro: AsyncParsableCommand {
         case twoProducers = "two-producers"
         case listeners
         case interceptors
+        case protocolInterceptors = "protocol-interceptors"
         case intervals
         case stateSize = "state-size"
     }
@@ -147,6 +148,25 @@ struct Micro: AsyncParsableCommand {
                 figures["interceptors_floor_ns"] = floor
                 print(String(format: "dispatch through %d interceptors    %9.1f ns/op   +%.1f ns over none (its floor, %d closure calls: %.1f ns); budget ≤ +50 ns",
                              Micro.interceptorCount, perOp, extra, Micro.interceptorCount, floor))
+            case .protocolInterceptors:
+                var withChain: [Double] = [], added: [Double] = []
+                for _ in 0..<runs {
+                    let through = fireAndForget(count: iterations, backend: backend, interceptors: Micro.interceptorCount,
+                                                protocolForm: true)
+                    withChain.append(through)
+                    guard self.floors else { continue }
+                    added.append(through - fireAndForget(count: iterations, backend: backend))
+                }
+                let perOp = median(withChain)
+                figures["protocol_interceptors_ns_per_op"] = perOp
+                guard self.floors else {
+                    print(String(format: "through %d DispatchInterceptors     %9.1f ns/op", Micro.interceptorCount, perOp))
+                    continue
+                }
+                let extra = median(added)
+                figures["protocol_interceptors_added_ns_per_op"] = extra
+                print(String(format: "through %d DispatchInterceptors     %9.1f ns/op   +%.1f ns over none; budget ≤ +50 ns",
+                             Micro.interceptorCount, perOp, extra))
             case .stateSize:
                 // Per state size, an updater that writes into the payload, with one (old, new) listener and with one
                 // new-state listener; fewer iterations for the bigger states (a 1 MB copy takes tens of µs).
@@ -209,19 +229,22 @@ struct Micro: AsyncParsableCommand {
     static let listenerCount = 4
     static let interceptorCount = 3
 
-    private func makeStore(backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0) -> BenchStore {
+    private func makeStore(backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0,
+                           protocolForm: Bool = false) -> BenchStore {
         let payload = self.payload
         let passThrough: StoreInterceptor = { _ in { next in { item in try next(item) } } }
-        let store = BenchStore(interceptors: Array(repeating: passThrough, count: interceptors),
+        let store = BenchStore(interceptors: protocolForm ? [] : Array(repeating: passThrough, count: interceptors),
                                stateInitializer: { BenchState(payloadBytes: payload) },
-                               configuration: .init(traceBackend: backend))
+                               configuration: .init(traceBackend: backend,
+                                                    interceptors: protocolForm ? Array(repeating: PassThrough(), count: interceptors) : []))
         for _ in 0..<listeners { store.addListener { _, new in blackHole(new.counter) } }
         return store
     }
 
     /// ns per dispatch, one producer, nobody awaiting.
-    private func fireAndForget(count: Int, backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0) -> Double {
-        let store = makeStore(backend: backend, listeners: listeners, interceptors: interceptors)
+    private func fireAndForget(count: Int, backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0,
+                               protocolForm: Bool = false) -> Double {
+        let store = makeStore(backend: backend, listeners: listeners, interceptors: interceptors, protocolForm: protocolForm)
         let start = nowNanoseconds()
         for _ in 0..<count { store.dispatch(Increment()) }
         let elapsed = nowNanoseconds() - start
@@ -362,3 +385,8 @@ func median(_ values: [Double]) -> Double {
 /// Keeps the optimiser from discarding a value.
 @inline(never)
 func blackHole<T>(_ value: T) {}
+
+/// A pass-through interceptor of the protocol form.
+struct PassThrough: DispatchInterceptor {
+    func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws { try next(item) }
+}
