@@ -4,23 +4,39 @@ import Logging
 public enum DispatchableLogger {
     /// An interceptor that logs `dispatched <Type>` at `level` for every item whose exact type is not in
     /// `blackList`, then forwards it unchanged. The type name is built only when the logger would emit it.
+    /// (The closure form of ``Interceptor``, for a store's `interceptors:` array.)
     public static func interceptor(
         blackList: [any Dispatchable.Type] = [],
         logger: Logger = Logger(label: "katana.dispatch"),
         level: Logger.Level = .info
     ) -> StoreInterceptor {
-        let skipped = Set(blackList.map { ObjectIdentifier($0) })
-        return { _ in
-            { next in
-                { item in
-                    let type = Swift.type(of: item)
-                    if !skipped.contains(ObjectIdentifier(type)) {
-                        logger.log(level: level, "dispatched \(String(reflecting: type))",
-                                   metadata: ["kind": item._katanaStateUpdater != nil ? "state_updater" : "side_effect"])
-                    }
-                    try next(item)
-                }
+        Interceptor(blackList: blackList, logger: logger, level: level).storeInterceptor
+    }
+
+    /// The logger as a ``DispatchInterceptor``, for ``StoreConfiguration/interceptors`` (the cheaper form on every
+    /// dispatch's path).
+    public struct Interceptor: DispatchInterceptor {
+        private let skipped: Set<ObjectIdentifier>
+        private let logger: Logger
+        private let level: Logger.Level
+
+        public init(
+            blackList: [any Dispatchable.Type] = [],
+            logger: Logger = Logger(label: "katana.dispatch"),
+            level: Logger.Level = .info
+        ) {
+            skipped = Set(blackList.map { ObjectIdentifier($0) })
+            self.logger = logger
+            self.level = level
+        }
+
+        public func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
+            let type = Swift.type(of: item)
+            if !skipped.contains(ObjectIdentifier(type)) {
+                logger.log(level: level, "dispatched \(String(reflecting: type))",
+                           metadata: ["kind": item._katanaStateUpdater != nil ? "state_updater" : "side_effect"])
             }
+            try next(item)
         }
     }
 }

@@ -49,20 +49,44 @@ public enum ObserverInterceptor {
     }
 
     /// The interceptor. Notification observers are registered when the store becomes ready and removed when
-    /// the store is released.
+    /// the store is released. (The closure form of ``Interceptor``, for a store's `interceptors:` array.)
     public static func observe(_ items: [ObserverType], notificationCenter: NotificationCenter = .default) -> StoreInterceptor {
-        { context in
+        Interceptor(items, notificationCenter: notificationCenter).storeInterceptor
+    }
+
+    /// The observer as a ``DispatchInterceptor``, for ``StoreConfiguration/interceptors`` (the cheaper form on every
+    /// dispatch's path). Each store it is given to gets its own observers, registered when that store becomes
+    /// ready and removed when it is released.
+    public struct Interceptor: DispatchInterceptor {
+        private let items: [ObserverType]
+        private let notificationCenter: NotificationCenter
+        private let logic: ObserverLogic?
+
+        public init(_ items: [ObserverType], notificationCenter: NotificationCenter = .default) {
+            self.items = items
+            self.notificationCenter = notificationCenter
+            logic = nil
+        }
+
+        private init(bound logic: ObserverLogic, items: [ObserverType], notificationCenter: NotificationCenter) {
+            self.items = items
+            self.notificationCenter = notificationCenter
+            self.logic = logic
+        }
+
+        public func bind(to context: any AnySideEffectContext) -> any DispatchInterceptor {
             let logic = ObserverLogic(items: items, context: context, notificationCenter: notificationCenter)
             logic.start()
-            return { next in
-                { item in
-                    guard logic.needsStates else { return try next(item) }
-                    let previous = context.getAnyState()
-                    try next(item)
-                    guard let previous, let current = context.getAnyState() else { return }
-                    logic.observe(item, previous: previous, current: current)
-                }
-            }
+            return Interceptor(bound: logic, items: items, notificationCenter: notificationCenter)
+        }
+
+        public func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
+            // Unbound (never given to a store): nothing to observe.
+            guard let logic, logic.needsStates else { return try next(item) }
+            let previous = logic.context.getAnyState()
+            try next(item)
+            guard let previous, let current = logic.context.getAnyState() else { return }
+            logic.observe(item, previous: previous, current: current)
         }
     }
 }
@@ -73,7 +97,7 @@ private final class ObserverLogic: @unchecked Sendable {
     // Immutable after `start()`, which runs once, before the chain is used; `tokens` is only touched there and
     // in deinit.
     private let items: [ObserverInterceptor.ObserverType]
-    private let context: AnySideEffectContext
+    let context: AnySideEffectContext
     private let notificationCenter: NotificationCenter
     private let onDispatch: [ObjectIdentifier: [any DispatchObserverDispatchable.Type]]
     private let stateObservers: [(ObserverInterceptor.StateChangeObserver, [any StateObserverDispatchable.Type])]

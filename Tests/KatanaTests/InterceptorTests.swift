@@ -128,10 +128,13 @@ func recording(_ tag: String, into recorder: Recorder<String>) -> StoreIntercept
         await #expect(throws: TestError(code: 9)) { try await store.dispatch(Increment()).value }
     }
 
-    @Test func dispatchableLoggerLogsEveryItemButTheBlackListed() async throws {
+    @Test(arguments: [false, true]) func dispatchableLoggerLogsEveryItemButTheBlackListed(asDispatchInterceptor: Bool) async throws {
         let handler = InMemoryLogHandler()
         let logger = Logger(label: "test") { _ in handler }
-        let store = makeStore(interceptors: [DispatchableLogger.interceptor(blackList: [Append.self], logger: logger)])
+        let store = asDispatchInterceptor
+            ? makeStore(configuration: .init(traceBackend: NoOpTraceBackend(),
+                                             interceptors: [DispatchableLogger.Interceptor(blackList: [Append.self], logger: logger)]))
+            : makeStore(interceptors: [DispatchableLogger.interceptor(blackList: [Append.self], logger: logger)])
         try await store.dispatch(Increment()).value
         try await store.dispatch(Append(value: 1)).value
         try await store.dispatch(AppendFromSideEffect(value: 2)).value

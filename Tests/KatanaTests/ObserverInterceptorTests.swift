@@ -38,15 +38,31 @@ struct FromNotification: NotificationObserverDispatchable, StateUpdater {
     func updateState(_ state: inout CounterState) { state.log.append(value) }
 }
 
+/// The observer as a closure in the initialiser's array, or as a `DispatchInterceptor` in the configuration.
+enum ObserverForm: String, CaseIterable, CustomTestStringConvertible {
+    case closure, dispatchInterceptor
+    var testDescription: String { rawValue }
+
+    func store(_ items: [ObserverInterceptor.ObserverType], notificationCenter: NotificationCenter = .default) -> TestStore {
+        switch self {
+        case .closure:
+            return makeStore(interceptors: [ObserverInterceptor.observe(items, notificationCenter: notificationCenter)])
+        case .dispatchInterceptor:
+            let observer = ObserverInterceptor.Interceptor(items, notificationCenter: notificationCenter)
+            return makeStore(configuration: .init(traceBackend: NoOpTraceBackend(), interceptors: [observer]))
+        }
+    }
+}
+
 @Suite(.serialized) struct ObserverInterceptorTests {
-    @Test func onStateChangeIsNotEvaluatedForSideEffectsAndNilInitsDispatchNothing() async throws {
+    @Test(arguments: ObserverForm.allCases) func onStateChangeIsNotEvaluatedForSideEffectsAndNilInitsDispatchNothing(_ form: ObserverForm) async throws {
         let evaluations = Counter()
-        let store = makeStore(interceptors: [ObserverInterceptor.observe([
+        let store = form.store([
             .onStateChange({ old, new in
                 evaluations.increment()
                 return (old as? CounterState)?.counter != (new as? CounterState)?.counter
             }, [EvenCounterSeen.self]),
-        ])])
+        ])
         try await store.dispatch(AppendFromSideEffect(value: 1)).value
         // Only the Append the side effect dispatched was evaluated, not the side effect.
         #expect(await eventually { evaluations.value == 1 })
@@ -58,18 +74,18 @@ struct FromNotification: NotificationObserverDispatchable, StateUpdater {
         #expect(store.state.log == [1, 502])
     }
 
-    @Test func typedStateChangeFiltersOnTheConcreteState() async throws {
-        let store = makeStore(interceptors: [ObserverInterceptor.observe([
+    @Test(arguments: ObserverForm.allCases) func typedStateChangeFiltersOnTheConcreteState(_ form: ObserverForm) async throws {
+        let store = form.store([
             .onStateChange(ObserverInterceptor.ObserverType.typedStateChange { (old: CounterState, new: CounterState) in
                 new.counter == 4 && old.counter == 3
             }, [EvenCounterSeen.self]),
-        ])])
+        ])
         for _ in 0..<6 { try await store.dispatch(Increment()).value }
         #expect(await eventually { store.state.log == [504] })
     }
 
-    @Test func onDispatchMatchesTheExactType() async throws {
-        let store = makeStore(interceptors: [ObserverInterceptor.observe([.onDispatch(Tagged<Int>.self, [SawIntTag.self])])])
+    @Test(arguments: ObserverForm.allCases) func onDispatchMatchesTheExactType(_ form: ObserverForm) async throws {
+        let store = form.store([.onDispatch(Tagged<Int>.self, [SawIntTag.self])])
         try await store.dispatch(Tagged<String>()).value
         try await store.dispatch(Tagged<Int>()).value
         try await store.dispatch(Tagged<Double>()).value
@@ -77,12 +93,12 @@ struct FromNotification: NotificationObserverDispatchable, StateUpdater {
         #expect(store.state.counter == 3)
     }
 
-    @Test func releasingTheStoreRemovesItsNotificationObservers() async throws {
+    @Test(arguments: ObserverForm.allCases) func releasingTheStoreRemovesItsNotificationObservers(_ form: ObserverForm) async throws {
         let center = NotificationCenter()
         let name = Notification.Name("katana.test.ping")
         let released = WeakBox<TestStore>()
         do {
-            let store = makeStore(interceptors: [ObserverInterceptor.observe([.onNotification(name, [FromNotification.self])], notificationCenter: center)])
+            let store = form.store([.onNotification(name, [FromNotification.self])], notificationCenter: center)
             released.object = store
             let before = NotificationInits.shared.count.value
             center.post(name: name, object: 5)
