@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "KatanaLTTng", targets: ["KatanaLTTng"]),
         .library(name: "KatanaRedux", targets: ["KatanaRedux"]),
         .library(name: "KatanaRouter", targets: ["KatanaRouter"]),
+        .library(name: "KatanaDistributedTracing", targets: ["KatanaDistributedTracing"]),
         .library(name: "KatanaBench", targets: ["KatanaBench"]),
         .executable(name: "katana-router-example", targets: ["katana-router-example"]),
         .executable(name: "katana-bench", targets: ["katana-bench"]),
@@ -30,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         .target(name: "CKatanaTraceProvider"),
@@ -68,6 +70,11 @@ let package = Package(
                 "Katana", "KatanaTrace",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // Dispatches as spans of swift-distributed-tracing (its own product: the core depends on no tracing API).
+        .target(
+            name: "KatanaDistributedTracing",
+            dependencies: ["KatanaTrace", .product(name: "Tracing", package: "swift-distributed-tracing")]
         ),
         .executableTarget(
             name: "katana-router-example",
@@ -122,6 +129,14 @@ let package = Package(
         .testTarget(
             name: "KatanaRouterTests",
             dependencies: ["KatanaRouter", "Katana", "KatanaTrace", "KatanaTestSupport"]
+        ),
+        .testTarget(
+            name: "KatanaDistributedTracingTests",
+            dependencies: [
+                "KatanaDistributedTracing", "Katana", "KatanaTrace",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]
         ),
         .testTarget(
             name: "KatanaTraceTests",

@@ -381,6 +381,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             }
             // No listeners_notified here: an inline change reaches the listeners before its end event.
             if id != 0 {
+                if let failure { traceFailure(id, failure) }
                 traceFinish(item, lane: .updaterInline, combined: combined, started: started,
                             outcome: failure == nil ? .ok : .error)
             }
@@ -430,6 +431,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             }
         }
         return failure
+    }
+
+    /// Tells the backend what a traced dispatch failed with (before its end event). Out of line: only on failures.
+    @usableFromInline @inline(never)
+    final func traceFailure(_ id: UInt64, _ error: any Error) {
+        tracer.dispatchFailed(id: id, error: error)
     }
 
     /// The handle of an updater applied inline, from what applying it gave.
@@ -486,7 +493,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
         let (result, outcome) = chainResult(item.updater, thrown: thrown, nextCalled: nextCalled, applied: applied,
                                             replacement: replacement)
-        if item.id != 0 { traceFinish(item, lane: .updaterInline, combined: combined, started: started, outcome: outcome) }
+        if item.id != 0 {
+            if case let .done(error?) = result { traceFailure(item.id, error) }
+            traceFinish(item, lane: .updaterInline, combined: combined, started: started, outcome: outcome)
+        }
         let handle = inlineHandle(result, success: success, parentID: item.parentID)
         releaseLane(thread: thread)
         return handle
@@ -782,7 +792,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         // Through the interceptors: begin and end bracket the whole chain (the updater is applied by `next`).
         let started = item.id != 0 ? traceStart(item, lane: lane, combined: combined) : (0, 0)
         let (result, outcome) = runUpdaterChain(item.updater, recordChanges: recordChanges)
-        if item.id != 0 { traceFinish(item, lane: lane, combined: combined, started: started, outcome: outcome) }
+        if item.id != 0 {
+            if case let .done(error?) = result { traceFailure(item.id, error) }
+            traceFinish(item, lane: lane, combined: combined, started: started, outcome: outcome)
+        }
         return result
     }
 
@@ -794,6 +807,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         var failure: KatanaError?
         do { try applyLocked(item.updater, recordChanges: recordChanges) } catch { failure = error }
         if item.id != 0 {
+            if let failure { traceFailure(item.id, failure) }
             traceFinish(item, lane: lane, combined: combined, started: started, outcome: failure == nil ? .ok : .error)
         }
         return failure

@@ -22,9 +22,13 @@ final class SideEffectRegistry: @unchecked Sendable {
 
     @usableFromInline let budgets: LatencyBudgets
 
+    /// `tracer.wrapsSideEffectBodies`, read once.
+    @usableFromInline let wrapsBodies: Bool
+
     init(tracer: any TraceBackend, budgets: LatencyBudgets) {
         self.tracer = tracer
         self.budgets = budgets
+        wrapsBodies = tracer.wrapsSideEffectBodies
     }
 
     @inlinable var count: Int { inFlight.load(ordering: .relaxed) }
@@ -138,7 +142,7 @@ enum SideEffectRunner {
                 parallelism: UInt32(clamping: parallelism)))
             started = registry.budgets.start(for: type(of: item.sideEffect))
         }
-        var (outcome, resolution) = await execute(item, host: host)
+        var (outcome, resolution) = await execute(item, host: host, registry: registry)
         if cell.isCancelled {
             outcome = .cancelled
             if resolution != nil { resolution = .failure(CancellationError()) }
@@ -160,15 +164,21 @@ enum SideEffectRunner {
     /// (Inlined into `run`: one async frame fewer on the side effect's task, whose allocator otherwise needs a slab
     /// from malloc for the frames of a side effect awaiting an updater.)
     @inlinable @inline(__always)
-    static func execute(_ item: SideEffectItem, host: WeakHost) async -> (DispatchOutcome, HandleCell.Outcome?) {
+    static func execute(_ item: SideEffectItem, host: WeakHost, registry: SideEffectRegistry) async -> (DispatchOutcome, HandleCell.Outcome?) {
         switch prepare(item, host: host) {
         case let .done(outcome, resolution):
             return (outcome, resolution)
         case let .body(sideEffect, context):
             do {
-                let value = try await sideEffect.anySideEffect(context)
+                let value: any Sendable
+                if item.id != 0, registry.wrapsBodies {
+                    value = try await registry.tracer.runSideEffectBody(id: item.id) { try await sideEffect.anySideEffect(context) }
+                } else {
+                    value = try await sideEffect.anySideEffect(context)
+                }
                 return (.ok, .success(value))
             } catch {
+                if item.id != 0 { registry.tracer.dispatchFailed(id: item.id, error: error) }
                 return (.error, .failure(error))
             }
         }

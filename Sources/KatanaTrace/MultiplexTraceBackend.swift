@@ -20,6 +20,19 @@ public struct MultiplexTraceBackend: TransitionTraceBackend {
         for b in backends where b.isEnabled { b.listenersNotified(storeID: storeID, changes: changes, listeners: listeners) }
     }
     public func budgetExceeded(_ event: BudgetExceededEvent) { for b in backends where b.isEnabled { b.budgetExceeded(event) } }
+    public func dispatchFailed(id: UInt64, error: any Error) { for b in backends where b.isEnabled { b.dispatchFailed(id: id, error: error) } }
+    public var wrapsSideEffectBodies: Bool { backends.contains(where: \.wrapsSideEffectBodies) }
+    /// Through every backend that wraps bodies, the first outermost.
+    public func runSideEffectBody(id: UInt64, _ body: () async throws -> any Sendable) async throws -> any Sendable {
+        try await run(id: id, from: backends.startIndex, body)
+    }
+
+    private func run(id: UInt64, from index: Int, _ body: () async throws -> any Sendable) async throws -> any Sendable {
+        guard let next = backends[index...].firstIndex(where: { $0.wrapsSideEffectBodies && $0.isEnabled }) else {
+            return try await body()
+        }
+        return try await backends[next].runSideEffectBody(id: id) { try await run(id: id, from: next + 1, body) }
+    }
     public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
         for b in backends where b.isEnabled { b.intervalBegin(intervalID: intervalID, parentID: parentID, name: name) }
     }

@@ -27,6 +27,16 @@ public protocol TraceBackend: Sendable {
     func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome)
     /// A dispatch exceeded its type's latency budget (service time, begin to end).
     func budgetExceeded(_ event: BudgetExceededEvent)
+    /// What a traced dispatch failed with, just before its `dispatchEnd` with outcome `error` (a refusing or
+    /// mismatched updater, a throwing side effect). Default: ignored.
+    func dispatchFailed(id: UInt64, error: any Error)
+    /// Whether the store runs traced side effects' bodies through ``runSideEffectBody(id:_:)``. Read once, when the
+    /// store is created. Default `false` (the body is called directly).
+    var wrapsSideEffectBodies: Bool { get }
+    /// Runs the body of the traced side effect `id`, between its `dispatchBegin` and `dispatchEnd`, on its task: a
+    /// backend that propagates context (distributed tracing) makes the side effect's span current here, so what the
+    /// body dispatches or calls becomes its child. Only called when ``wrapsSideEffectBodies``.
+    func runSideEffectBody(id: UInt64, _ body: () async throws -> any Sendable) async throws -> any Sendable
 }
 
 /// A backend that also records navigation transitions (KatanaRouter): its own protocol, so the Store's backend
@@ -52,6 +62,11 @@ extension TraceBackend {
     public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {}
     public func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome) {}
     public func budgetExceeded(_ event: BudgetExceededEvent) {}
+    public func dispatchFailed(id: UInt64, error: any Error) {}
+    public var wrapsSideEffectBodies: Bool { false }
+    public func runSideEffectBody(id: UInt64, _ body: () async throws -> any Sendable) async throws -> any Sendable {
+        try await body()
+    }
 }
 
 /// Discards everything and answers `isEnabled == false`, so a traced Store pays one check per dispatch.

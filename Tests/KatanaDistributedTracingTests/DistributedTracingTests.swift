@@ -1,0 +1,189 @@
+import Dispatch
+import Foundation
+import InMemoryTracing
+import Katana
+import KatanaDistributedTracing
+import KatanaTrace
+import Testing
+import Tracing
+
+struct Counter: State { var value = 0; var log: [String] = [] }
+typealias CounterStore = Store<Counter, EmptySideEffectDependencyContainer>
+
+struct Increment: StateUpdater {
+    func updateState(_ state: inout Counter) { state.value += 1 }
+}
+
+struct Refuse: ThrowingStateUpdater {
+    struct No: Error, Equatable {}
+    func updateState(_ state: inout Counter) throws { throw No() }
+}
+
+/// Dispatches and awaits two increments.
+struct IncrementTwice: SideEffect {
+    func sideEffect(_ context: SideEffectContext<Counter, EmptySideEffectDependencyContainer>) async throws {
+        try await context.dispatch(Increment()).value
+        try await context.dispatch(Increment()).value
+    }
+}
+
+struct Fails: SideEffect {
+    struct Boom: Error {}
+    func sideEffect(_ context: SideEffectContext<Counter, EmptySideEffectDependencyContainer>) async throws { throw Boom() }
+}
+
+/// Blocks inside `updateState` until released, so the updater lane is held by another thread meanwhile.
+struct Blocking: StateUpdater {
+    let started: DispatchSemaphore, release: DispatchSemaphore
+    func updateState(_ state: inout Counter) {
+        started.signal()
+        release.wait()
+        state.log.append("blocking")
+    }
+}
+
+private func store(_ backend: any TraceBackend, interceptors: [StoreInterceptor] = []) -> CounterStore {
+    CounterStore(interceptors: interceptors, stateInitializer: { Counter() }, configuration: .init(traceBackend: backend))
+}
+
+/// A string or integer attribute, as text.
+private func attribute(_ span: FinishedInMemorySpan, _ key: String) -> String? {
+    switch span.attributes.get(key) {
+    case let .string(value)?: value
+    case let .int64(value)?: "\(value)"
+    case let other?: "\(other)"
+    case nil: nil
+    }
+}
+
+@Suite struct DistributedTracingTests {
+    @Test func aDispatchIsAChildOfTheRequestSpanWithItsAttributes() async throws {
+        let tracer = InMemoryTracer()
+        let store = store(DistributedTraceBackend(tracer: tracer))
+        try await tracer.withSpan("request") { _ in try await store.dispatch(Increment()).value }
+        let spans = tracer.finishedSpans
+        let request = try #require(spans.first { $0.operationName == "request" })
+        let updater = try #require(spans.first { $0.operationName == "katana.updater" })
+        #expect(updater.traceID == request.traceID)
+        #expect(updater.parentSpanID == request.spanID)
+        #expect(attribute(updater, "katana.type")?.hasSuffix("Increment") == true)
+        #expect(attribute(updater, "katana.queue") == "updater_inline")
+        #expect(attribute(updater, "katana.queue_depth") == "0")
+        #expect(attribute(updater, "katana.outcome") == "ok")
+        #expect(updater.events.map(\.name) == ["begin"])
+        #expect(store.state.value == 1)
+    }
+
+    @Test func aSideEffectsBodyRunsInItsSpanSoItsDispatchesAreItsChildren() async throws {
+        let tracer = InMemoryTracer()
+        let store = store(DistributedTraceBackend(tracer: tracer))
+        try await tracer.withSpan("request") { _ in try await store.dispatch(IncrementTwice()).value }
+        let spans = tracer.finishedSpans
+        let request = try #require(spans.first { $0.operationName == "request" })
+        let sideEffect = try #require(spans.first { $0.operationName == "katana.side_effect" })
+        let updaters = spans.filter { $0.operationName == "katana.updater" }
+        #expect(sideEffect.parentSpanID == request.spanID)
+        #expect(attribute(sideEffect, "katana.type")?.hasSuffix("IncrementTwice") == true)
+        #expect(attribute(sideEffect, "katana.queue") == "side_effect_pool")
+        #expect(attribute(sideEffect, "katana.parallelism") == "1")
+        #expect(updaters.count == 2)
+        #expect(updaters.allSatisfy { $0.parentSpanID == sideEffect.spanID && $0.traceID == request.traceID })
+        #expect(store.state.value == 2)
+    }
+
+    @Test func anUpdaterAppliedLaterOnAnotherThreadStillBelongsToItsDispatcher() async throws {
+        let tracer = InMemoryTracer()
+        let store = store(DistributedTraceBackend(tracer: tracer))
+        let started = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        // Another thread holds the lane with a blocking updater, outside any request.
+        let holder = Thread { store.dispatch(Blocking(started: started, release: release)) }
+        holder.start()
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { started.wait(); continuation.resume() }
+        }
+        let handle = tracer.withSpan("request") { _ in store.dispatch(Increment()) }
+        release.signal()
+        try await handle.value
+        let spans = tracer.finishedSpans
+        let request = try #require(spans.first { $0.operationName == "request" })
+        let queued = try #require(spans.first { attribute($0, "katana.type")?.hasSuffix("Increment") == true })
+        #expect(queued.parentSpanID == request.spanID, "parented to the dispatcher's context, not the lane holder's")
+        #expect(attribute(queued, "katana.queue_depth") == "0")
+        #expect(queued.events.map(\.name) == ["begin"])
+        // Its span started at enqueue, before the lane was released: the begin event comes after the start.
+        let begin = try #require(queued.events.first)
+        #expect(begin.nanosecondsSinceEpoch >= queued.startInstant.nanosecondsSinceEpoch)
+        let blocking = try #require(spans.first { attribute($0, "katana.type")?.hasSuffix("Blocking") == true })
+        #expect(blocking.parentSpanID == nil, "dispatched outside any span: a root")
+        #expect(store.state.log == ["blocking"] && store.state.value == 1)
+    }
+
+    @Test func errorsAreRecordedOnTheSpanWithAnErrorStatus() async throws {
+        let tracer = InMemoryTracer()
+        let store = store(DistributedTraceBackend(tracer: tracer))
+        await #expect(throws: Fails.Boom.self) { try await store.dispatch(Fails()).value }
+        await #expect(throws: Refuse.No.self) { try await store.dispatch(Refuse()).value }
+        let spans = tracer.finishedSpans
+        let sideEffect = try #require(spans.first { $0.operationName == "katana.side_effect" })
+        #expect(sideEffect.errors.count == 1 && sideEffect.errors.first?.error is Fails.Boom)
+        #expect(sideEffect.status?.code == .error)
+        #expect(attribute(sideEffect, "katana.outcome") == "error")
+        let refused = try #require(spans.first { $0.operationName == "katana.updater" })
+        #expect(refused.errors.count == 1)
+        #expect(refused.status?.code == .error)
+        #expect(attribute(refused, "katana.outcome") == "error")
+    }
+
+    @Test func blockedAndCancelledItemsEndWithTheirOutcome() async throws {
+        let tracer = InMemoryTracer()
+        let blocker: StoreInterceptor = { _ in { next in { item in
+            if item is Increment { return }
+            try next(item)
+        } } }
+        let store = store(DistributedTraceBackend(tracer: tracer), interceptors: [blocker])
+        try await store.dispatch(Increment()).value
+        let outcomes = tracer.finishedSpans.compactMap { attribute($0, "katana.outcome") }
+        #expect(outcomes == ["blocked"])
+        #expect(tracer.finishedSpans.first?.status == nil, "a blocked item is not an error")
+    }
+
+    @Test func withTheNoOpTracerNothingIsTraced() async throws {
+        let backend = DistributedTraceBackend(tracer: NoOpTracer())
+        #expect(!backend.isEnabled)
+        let recorder = InMemoryTraceBackend()
+        let store = store(MultiplexTraceBackend([backend, recorder]))
+        try await store.dispatch(IncrementTwice()).value
+        #expect(store.state.value == 2)
+        #expect(!recorder.events.isEmpty, "the other backend still records")
+    }
+
+    @Test func togetherWithAnotherBackendBothSeeEveryDispatchAndTheBodyKeepsItsSpan() async throws {
+        let tracer = InMemoryTracer()
+        let recorder = InMemoryTraceBackend()
+        let store = store(MultiplexTraceBackend([recorder, DistributedTraceBackend(tracer: tracer)]))
+        try await tracer.withSpan("request") { _ in try await store.dispatch(IncrementTwice()).value }
+        let spans = tracer.finishedSpans
+        let sideEffect = try #require(spans.first { $0.operationName == "katana.side_effect" })
+        #expect(spans.filter { $0.operationName == "katana.updater" }.allSatisfy { $0.parentSpanID == sideEffect.spanID })
+        let ends = recorder.events.filter { if case .end = $0 { true } else { false } }
+        #expect(ends.count == 3)
+    }
+
+    @Test func aUserIntervalIsASpanInsideItsSideEffect() async throws {
+        let tracer = InMemoryTracer()
+        let store = store(DistributedTraceBackend(tracer: tracer))
+        try await store.dispatch(Measured()).value
+        let spans = tracer.finishedSpans
+        let sideEffect = try #require(spans.first { $0.operationName == "katana.side_effect" })
+        let interval = try #require(spans.first { $0.operationName == "katana.interval" })
+        #expect(interval.parentSpanID == sideEffect.spanID)
+        #expect(attribute(interval, "katana.type") == "load")
+        #expect(attribute(interval, "katana.outcome") == "ok")
+    }
+}
+
+struct Measured: SideEffect {
+    func sideEffect(_ context: SideEffectContext<Counter, EmptySideEffectDependencyContainer>) async throws {
+        try await context.interval("load") { try await Task.sleep(nanoseconds: 1_000_000) }
+    }
+}
