@@ -18,6 +18,7 @@ let package = Package(
     dependencies: [
         .package(name: "Katana", path: "../", traits: katanaTraits),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         .executableTarget(
@@ -26,6 +27,9 @@ let package = Package(
                 .product(name: "Katana", package: "Katana"),
                 .product(name: "KatanaTrace", package: "Katana"),
                 .product(name: "KatanaLTTng", package: "Katana"),
+                .product(name: "KatanaDistributedTracing", package: "Katana"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/StoreBenchmarks",
