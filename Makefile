@@ -17,7 +17,7 @@ bench: release
 ## The Examples/ packages, built where the tests look for them (.build/examples/NAME) before the suite runs, so
 ## their builds do not compete with its timing-sensitive tests for the CPU; from scratch if an incremental build of
 ## the path dependency is stale.
-EXAMPLES := HelloKatana OrderService
+EXAMPLES := HelloKatana OrderService TracedHTTPService
 examples:
 	@for example in $(EXAMPLES); do \
 		echo "building Examples/$$example"; \

@@ -19,6 +19,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The OpenTelemetry protobuf definitions, to decode what Examples/TracedHTTPService exports (its test); into a folder
+# of this checkout's .build, never the system's Python. check_otlp.py installs them too when run on its own.
+otlp_python="$(cd "$(dirname "$0")/.." && pwd)/.build/otlp-python"
+if [ ! -d "$otlp_python/opentelemetry/proto" ]; then
+  echo "setup: installing opentelemetry-proto (PyPI) into $otlp_python" >&2
+  python3 -m pip install --quiet --disable-pip-version-check --target "$otlp_python" opentelemetry-proto >/dev/null 2>&1 ||
+    echo "setup: could not install opentelemetry-proto; the OTLP export test will say so" >&2
+fi
+
 # A session daemon for LTTng recordings. Off by default: the LTTng tests and traces/record start one when none
 # runs (the fault test must own the daemon it kills). `setup-system.sh --sessiond` starts one now.
 if [ "${1:-}" = "--sessiond" ] && ! pgrep -x lttng-sessiond >/dev/null 2>&1; then
