@@ -19,9 +19,12 @@ import Tracing
 /// the span and set its status.
 ///
 /// With the no-op tracer (no `InstrumentationSystem.bootstrap`) the backend answers `isEnabled == false` and the
-/// store traces nothing. To trace to LTTng as well, put both in a ``MultiplexTraceBackend``.
+/// store traces nothing. A request its tracer does not sample still gets (non-recording) spans from most tracers;
+/// `isSampled` skips them: with swift-otel, `DistributedTraceBackend(isSampled: { $0.otelIsSampled })`. To trace to
+/// LTTng as well, put both in a ``MultiplexTraceBackend``.
 public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     private let tracer: any Tracer
+    private let isSampled: (@Sendable (ServiceContext) -> Bool)?
     /// Whether the tracer is a real one (not the no-op tracer). Fixed at creation.
     public let isEnabled: Bool
 
@@ -30,17 +33,22 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     private var spans: [UInt64: any Span] = [:]
     private var intervals: [UInt64: any Span] = [:]
 
-    /// A backend starting spans with `tracer` (by default the one the app bootstrapped).
-    public init(tracer: any Tracer = InstrumentationSystem.tracer) {
+    /// A backend starting spans with `tracer` (by default the one the app bootstrapped). `isSampled`, when given,
+    /// is asked about the context current at each dispatch (when there is one): a dispatch in a context it says is
+    /// not sampled gets no span, and neither does anything its side effect dispatches. A dispatch outside any
+    /// context starts a root span, which the tracer samples as it does any root.
+    public init(tracer: any Tracer = InstrumentationSystem.tracer, isSampled: (@Sendable (ServiceContext) -> Bool)? = nil) {
         self.tracer = tracer
+        self.isSampled = isSampled
         isEnabled = !(tracer is NoOpTracer)
     }
 
     public var wrapsSideEffectBodies: Bool { true }
 
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {
-        let span = tracer.startSpan(Self.operationName(event.kind), context: ServiceContext.current ?? .topLevel,
-                                    ofKind: .internal)
+        let current = ServiceContext.current
+        if let isSampled, let current, !isSampled(current) { return }  // no span: begin and end find none
+        let span = tracer.startSpan(Self.operationName(event.kind), context: current ?? .topLevel, ofKind: .internal)
         span.attributes["katana.type"] = event.name.string
         span.attributes["katana.queue"] = event.lane.description
         span.attributes["katana.queue_depth"] = Int(event.queueDepth)
@@ -76,7 +84,9 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     }
 
     public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
-        let span = tracer.startSpan("katana.interval", context: ServiceContext.current ?? .topLevel, ofKind: .internal)
+        let current = ServiceContext.current
+        if let isSampled, let current, !isSampled(current) { return }
+        let span = tracer.startSpan("katana.interval", context: current ?? .topLevel, ofKind: .internal)
         span.attributes["katana.type"] = "\(name)"
         lock.withLock { intervals[intervalID] = span }
     }

@@ -169,6 +169,29 @@ private func attribute(_ span: FinishedInMemorySpan, _ key: String) -> String? {
         #expect(ends.count == 3)
     }
 
+    @Test func anUnsampledRequestGetsNoSpansAndASampledOneAllOfThem() async throws {
+        let tracer = InMemoryTracer()
+        // "Sampled" here: the request span's operation is not "health check".
+        let unsampled = Recorder()
+        let backend = DistributedTraceBackend(tracer: tracer, isSampled: { context in
+            let name = tracer.activeSpan(identifiedBy: context)?.operationName
+            if name == "health check" { unsampled.note() }
+            return name != "health check"
+        })
+        let store = store(backend)
+        try await tracer.withSpan("health check") { _ in try await store.dispatch(IncrementTwice()).value }
+        #expect(tracer.finishedSpans.map(\.operationName) == ["health check"], "nothing under an unsampled request")
+        #expect(unsampled.count == 3, "the side effect, and its two updaters in the context it inherited")
+        tracer.clearFinishedSpans()
+        try await tracer.withSpan("checkout") { _ in try await store.dispatch(IncrementTwice()).value }
+        #expect(tracer.finishedSpans.filter { $0.operationName.hasPrefix("katana.") }.count == 3)
+        // Outside any context: a root span, whatever isSampled would say.
+        tracer.clearFinishedSpans()
+        try await store.dispatch(Increment()).value
+        #expect(tracer.finishedSpans.map(\.operationName) == ["katana.updater"])
+        #expect(store.state.value == 5)
+    }
+
     @Test func aUserIntervalIsASpanInsideItsSideEffect() async throws {
         let tracer = InMemoryTracer()
         let store = store(DistributedTraceBackend(tracer: tracer))
@@ -186,4 +209,13 @@ struct Measured: SideEffect {
     func sideEffect(_ context: SideEffectContext<Counter, EmptySideEffectDependencyContainer>) async throws {
         try await context.interval("load") { try await Task.sleep(nanoseconds: 1_000_000) }
     }
+}
+
+/// Counts calls from any thread.
+final class Recorder: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var calls = 0
+    func note() { lock.withLock { calls += 1 } }
+    var count: Int { lock.withLock { calls } }
 }
