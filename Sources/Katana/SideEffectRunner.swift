@@ -111,7 +111,9 @@ extension PartialStore {
         let registry = sideEffects
         let host = weakStore
         item.cell.traceID = item.id
-        let task = Task { await SideEffectRunner.run(item, registry: registry, host: host) }
+        let task = item.id != 0 && registry.wrapsBodies
+            ? Task { await SideEffectRunner.runWrapped(item, registry: registry, host: host) }
+            : Task { await SideEffectRunner.run(item, registry: registry, host: host) }
         item.cell.attach(task)
     }
 }
@@ -142,7 +144,7 @@ enum SideEffectRunner {
                 parallelism: UInt32(clamping: parallelism)))
             started = registry.budgets.start(for: type(of: item.sideEffect))
         }
-        var (outcome, resolution) = await execute(item, host: host, registry: registry)
+        var (outcome, resolution) = await execute(item, host: host)
         if cell.isCancelled {
             outcome = .cancelled
             if resolution != nil { resolution = .failure(CancellationError()) }
@@ -155,6 +157,7 @@ enum SideEffectRunner {
                 registry.budgets.check(type(of: item.sideEffect), started: started, id: item.id, kind: .sideEffect,
                                        name: item.name!, tracer: tracer)
             }
+            if outcome == .error, case let .failure(error)? = resolution { tracer.dispatchFailed(id: item.id, error: error) }
             tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool, outcome: outcome))
         }
         if let resolution { cell.resolve(resolution) }
@@ -164,24 +167,33 @@ enum SideEffectRunner {
     /// (Inlined into `run`: one async frame fewer on the side effect's task, whose allocator otherwise needs a slab
     /// from malloc for the frames of a side effect awaiting an updater.)
     @inlinable @inline(__always)
-    static func execute(_ item: SideEffectItem, host: WeakHost, registry: SideEffectRegistry) async -> (DispatchOutcome, HandleCell.Outcome?) {
+    static func execute(_ item: SideEffectItem, host: WeakHost) async -> (DispatchOutcome, HandleCell.Outcome?) {
         switch prepare(item, host: host) {
         case let .done(outcome, resolution):
             return (outcome, resolution)
         case let .body(sideEffect, context):
             do {
-                let value: any Sendable
-                if item.id != 0, registry.wrapsBodies {
-                    value = try await registry.tracer.runSideEffectBody(id: item.id) { try await sideEffect.anySideEffect(context) }
-                } else {
-                    value = try await sideEffect.anySideEffect(context)
-                }
+                let value = try await sideEffect.anySideEffect(context)
                 return (.ok, .success(value))
             } catch {
-                if item.id != 0 { registry.tracer.dispatchFailed(id: item.id, error: error) }
                 return (.error, .failure(error))
             }
         }
+    }
+
+    /// `run` inside the backend's `runSideEffectBody` (distributed tracing makes the side effect's span current
+    /// there, so its interceptors, body and dispatches are the span's). A separate task body, so an untraced side
+    /// effect's task frames stay as they were (a wrapping call inside `run` cost every side effect one malloc).
+    /// A backend that never calls the body cannot lose the side effect: it then runs unwrapped.
+    @usableFromInline @inline(never)
+    static func runWrapped(_ item: SideEffectItem, registry: SideEffectRegistry, host: WeakHost) async {
+        var ran = false
+        _ = try? await registry.tracer.runSideEffectBody(id: item.id) {
+            ran = true
+            await run(item, registry: registry, host: host)
+            return ()
+        }
+        if !ran { await run(item, registry: registry, host: host) }
     }
 
     /// The synchronous part: the store is retained only inside this call.

@@ -24,9 +24,18 @@ import Tracing
 /// LTTng as well, put both in a ``MultiplexTraceBackend``.
 public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     private let tracer: any Tracer
-    private let isSampled: (@Sendable (ServiceContext) -> Bool)?
-    /// Whether the tracer is a real one (not the no-op tracer). Fixed at creation.
-    public let isEnabled: Bool
+    private let samples: Bool
+    private let isSampled: @Sendable (borrowing ServiceContext) -> Bool
+    /// Whether the tracer is a real one (not the no-op tracer).
+    private let tracing: Bool
+
+    /// Whether this dispatch gets a span: a real tracer, and (with `isSampled`) a current context it samples. The
+    /// store asks once per dispatch, before anything else, so a dispatch in an unsampled request costs this check only.
+    public var isEnabled: Bool {
+        guard tracing else { return false }
+        guard samples, let current = ServiceContext.current else { return true }
+        return isSampled(current)
+    }
 
     // Guarded by `lock`: the spans of dispatches and intervals started and not yet ended, by id.
     private let lock = NSLock()
@@ -39,16 +48,16 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     /// context starts a root span, which the tracer samples as it does any root.
     public init(tracer: any Tracer = InstrumentationSystem.tracer, isSampled: (@Sendable (ServiceContext) -> Bool)? = nil) {
         self.tracer = tracer
-        self.isSampled = isSampled
-        isEnabled = !(tracer is NoOpTracer)
+        samples = isSampled != nil
+        self.isSampled = isSampled ?? { _ in true }
+        tracing = !(tracer is NoOpTracer)
     }
 
     public var wrapsSideEffectBodies: Bool { true }
 
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {
-        let current = ServiceContext.current
-        if let isSampled, let current, !isSampled(current) { return }  // no span: begin and end find none
-        let span = tracer.startSpan(Self.operationName(event.kind), context: current ?? .topLevel, ofKind: .internal)
+        let span = tracer.startSpan(Self.operationName(event.kind), context: ServiceContext.current ?? .topLevel,
+                                    ofKind: .internal)
         span.attributes["katana.type"] = event.name.string
         span.attributes["katana.queue"] = event.lane.description
         span.attributes["katana.queue_depth"] = Int(event.queueDepth)
@@ -84,9 +93,7 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     }
 
     public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
-        let current = ServiceContext.current
-        if let isSampled, let current, !isSampled(current) { return }
-        let span = tracer.startSpan("katana.interval", context: current ?? .topLevel, ofKind: .internal)
+        let span = tracer.startSpan("katana.interval", context: ServiceContext.current ?? .topLevel, ofKind: .internal)
         span.attributes["katana.type"] = "\(name)"
         lock.withLock { intervals[intervalID] = span }
     }

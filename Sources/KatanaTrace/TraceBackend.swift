@@ -30,12 +30,13 @@ public protocol TraceBackend: Sendable {
     /// What a traced dispatch failed with, just before its `dispatchEnd` with outcome `error` (a refusing or
     /// mismatched updater, a throwing side effect). Default: ignored.
     func dispatchFailed(id: UInt64, error: any Error)
-    /// Whether the store runs traced side effects' bodies through ``runSideEffectBody(id:_:)``. Read once, when the
-    /// store is created. Default `false` (the body is called directly).
+    /// Whether the store runs traced side effects through ``runSideEffectBody(id:_:)``. Read once, when the store is
+    /// created. Default `false` (they run directly).
     var wrapsSideEffectBodies: Bool { get }
-    /// Runs the body of the traced side effect `id`, between its `dispatchBegin` and `dispatchEnd`, on its task: a
-    /// backend that propagates context (distributed tracing) makes the side effect's span current here, so what the
-    /// body dispatches or calls becomes its child. Only called when ``wrapsSideEffectBodies``.
+    /// Runs the traced side effect `id` on its task — its `dispatchBegin`, interceptors, body and `dispatchEnd` —
+    /// inside `body`: a backend that propagates context (distributed tracing) makes the side effect's span current
+    /// here, so what the side effect dispatches or calls becomes its child. Must call `body` once (a backend that
+    /// does not gets the side effect run without it). Only called when ``wrapsSideEffectBodies``.
     func runSideEffectBody(id: UInt64, _ body: () async throws -> any Sendable) async throws -> any Sendable
 }
 

@@ -10,9 +10,12 @@ actor ExampleBuilds {
     static let shared = ExampleBuilds()
     private var built: [String: Task<URL, any Error>] = [:]
 
-    /// The scratch folder of `example`'s build.
+    /// The scratch folder of `example`'s build (under `KATANA_EXAMPLES_BUILD` when set, as the Makefile does).
     nonisolated static func scratch(_ example: String) -> URL {
-        Paths.packageRoot.appendingPathComponent(".build/examples/\(example)")
+        if let folder = ProcessInfo.processInfo.environment["KATANA_EXAMPLES_BUILD"], !folder.isEmpty {
+            return URL(fileURLWithPath: folder).appendingPathComponent(example)
+        }
+        return Paths.packageRoot.appendingPathComponent(".build/examples/\(example)")
     }
 
     /// Builds `Examples/example` (debug; every product, once: two builds in one scratch folder would collide) and
