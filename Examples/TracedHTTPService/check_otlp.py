@@ -84,8 +84,7 @@ def main():
     receiver = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     env = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{receiver.server_port}",
-               OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf", OTEL_TRACES_EXPORTER="otlp", OTEL_SERVICE_NAME="")
-    env.pop("OTEL_SERVICE_NAME")
+               OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf", OTEL_TRACES_EXPORTER="otlp")
     service = subprocess.Popen([args[0], "--port", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     try:
