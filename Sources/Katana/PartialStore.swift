@@ -1088,14 +1088,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// every held item in dispatch order. Items dispatched while this runs are held too, so order is kept.
     final func becomeReady(initialState: S, interceptors: [StoreInterceptor]) {
         stateLock.withLock { _state = initialState }
-        if !configuration.interceptors.isEmpty {
-            let context = makeContext(scope: nil)
+        intercepting = !configuration.interceptors.isEmpty || !interceptors.isEmpty
+        // One context for the interceptors of both forms.
+        let context = intercepting ? makeContext(scope: nil) : nil
+        if let context, !configuration.interceptors.isEmpty {
             links = configuration.interceptors.map { $0.bind(to: context) }
-            intercepting = true
         }
-        if !interceptors.isEmpty {
-            intercepting = true
-            let context = makeContext(scope: nil)
+        if let context, !interceptors.isEmpty {
             let last: StoreInterceptorNext = { [weak self] item in
                 guard let self else { throw KatanaError.storeReleased }
                 try self.interceptedNext(item)

@@ -24,8 +24,7 @@ import Tracing
 /// LTTng as well, put both in a ``MultiplexTraceBackend``.
 public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     private let tracer: any Tracer
-    private let samples: Bool
-    private let isSampled: @Sendable (borrowing ServiceContext) -> Bool
+    private let isSampled: (@Sendable (ServiceContext) -> Bool)?
     /// Whether the tracer is a real one (not the no-op tracer).
     private let tracing: Bool
 
@@ -33,7 +32,7 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     /// store asks once per dispatch, before anything else, so a dispatch in an unsampled request costs this check only.
     public var isEnabled: Bool {
         guard tracing else { return false }
-        guard samples, let current = ServiceContext.current else { return true }
+        guard let isSampled, let current = ServiceContext.current else { return true }
         return isSampled(current)
     }
 
@@ -48,8 +47,7 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     /// context starts a root span, which the tracer samples as it does any root.
     public init(tracer: any Tracer = InstrumentationSystem.tracer, isSampled: (@Sendable (ServiceContext) -> Bool)? = nil) {
         self.tracer = tracer
-        samples = isSampled != nil
-        self.isSampled = isSampled ?? { _ in true }
+        self.isSampled = isSampled
         tracing = !(tracer is NoOpTracer)
     }
 
