@@ -2,6 +2,12 @@ import Foundation
 import KatanaTrace
 import Tracing
 
+/// The Swift runtime's task-local lookup, the call `TaskLocal.get()` makes: the address of the value bound to `key`
+/// in the current task (or, outside a task, on this thread), or nil when none is bound. Called directly so that an
+/// unsampled dispatch does not pay `get()`'s unspecialised copy of the value through its type's witnesses.
+@_silgen_name("swift_task_localValueGet")
+private func taskLocalValue(_ key: UnsafeRawPointer) -> UnsafeMutableRawPointer?
+
 /// Katana's dispatches as spans of swift-distributed-tracing, in the trace of the request that dispatched them.
 ///
 /// ```swift
@@ -32,9 +38,16 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     /// store asks once per dispatch, before anything else, so a dispatch in an unsampled request costs this check only.
     public var isEnabled: Bool {
         guard tracing else { return false }
-        guard let isSampled, let current = ServiceContext.current else { return true }
+        guard let isSampled, let slot = taskLocalValue(contextKey) else { return true }
+        // The bound value in place (what `ServiceContext.current` would copy out through the unspecialised
+        // `TaskLocal.get()`): the predicate borrows it.
+        guard let current = slot.assumingMemoryBound(to: ServiceContext?.self).pointee else { return true }
         return isSampled(current)
     }
+
+    /// `ServiceContext.$current`'s key in the runtime's task-local storage: the `TaskLocal` object's address, as
+    /// `TaskLocal.key` defines it.
+    private let contextKey = UnsafeRawPointer(Unmanaged.passUnretained(ServiceContext.$current).toOpaque())
 
     // Guarded by `lock`: the spans of dispatches and intervals started and not yet ended, by id.
     private let lock = NSLock()

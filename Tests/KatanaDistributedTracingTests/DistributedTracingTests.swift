@@ -192,6 +192,41 @@ private func attribute(_ span: FinishedInMemorySpan, _ key: String) -> String? {
         #expect(store.state.value == 5)
     }
 
+    /// `isSampled` is asked about the binding current at each dispatch, read straight from the task-local storage:
+    /// the innermost one in a task, a binding to `nil` (outside any context), and a plain thread's synchronous binding.
+    @Test func thePredicateSeesTheContextCurrentAtEachDispatch() async throws {
+        let tracer = InMemoryTracer()
+        let store = store(DistributedTraceBackend(tracer: tracer, isSampled: { context in
+            tracer.activeSpan(identifiedBy: context)?.operationName != "health check"
+        }))
+        let checkout = try await tracer.withSpan("checkout") { span in
+            try await tracer.withSpan("health check") { _ in try await store.dispatch(Increment()).value }
+            try await store.dispatch(Increment()).value
+            try await ServiceContext.$current.withValue(nil) { try await store.dispatch(Increment()).value }
+            return span.spanID
+        }
+        var updaters = tracer.finishedSpans.filter { $0.operationName == "katana.updater" }
+        #expect(updaters.map(\.parentSpanID) == [checkout, nil], "skipped in health check, then checkout's child, then a root")
+
+        // A thread outside any task, its context bound with the synchronous `withValue`.
+        tracer.clearFinishedSpans()
+        let health = tracer.startSpan("health check"), order = tracer.startSpan("order")
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                ServiceContext.$current.withValue(health.context) { store.dispatch(Increment()) }
+                ServiceContext.$current.withValue(order.context) {
+                    store.dispatch(Increment())
+                    ServiceContext.$current.withValue(health.context) { store.dispatch(Increment()) }
+                }
+                done.resume()
+            }
+        }
+        updaters = tracer.finishedSpans.filter { $0.operationName == "katana.updater" }
+        #expect(updaters.map(\.parentSpanID) == [order.spanID])
+        health.end(); order.end()
+        #expect(store.state.value == 6)
+    }
+
     @Test func aUserIntervalIsASpanInsideItsSideEffect() async throws {
         let tracer = InMemoryTracer()
         let store = store(DistributedTraceBackend(tracer: tracer))
