@@ -121,8 +121,32 @@ extension PartialStore {
 /// A side effect's task, from claim to resolution.
 @usableFromInline
 enum SideEffectRunner {
+    /// The task's body. Only what must live across the body's `await` is kept here: the synchronous steps before
+    /// and after it are out of line, so their temporaries (trace events, budgets, the running set) are on the
+    /// thread's stack rather than in this async frame. The frame was 800 bytes with them inlined; together with
+    /// the body's frames that overflowed the task allocator's first slab, one malloc more per side effect.
     @usableFromInline
     static func run(_ item: SideEffectItem, registry: SideEffectRegistry, host: WeakHost) async {
+        guard let started = begin(item, registry: registry) else { return }
+        switch prepare(item, host: host) {
+        case let .done(outcome, resolution?):
+            finish(item, registry: registry, started: started, outcome: outcome, resolution: resolution)
+        case let .done(outcome, nil):
+            finish(item, registry: registry, started: started, outcome: outcome, resolution: .success(()), resolves: false)
+        case let .body(sideEffect, context):
+            do {
+                let value = try await sideEffect.anySideEffect(context)
+                finish(item, registry: registry, started: started, outcome: .ok, resolution: .success(value))
+            } catch {
+                finish(item, registry: registry, started: started, outcome: .error, resolution: .failure(error))
+            }
+        }
+    }
+
+    /// Claims the item and counts it in; traces its begin. nil: it must not run (cancelled before it started, or
+    /// its store is gone — the handle then says so). Otherwise the budget's start time (0: no budget).
+    @usableFromInline @inline(never)
+    static func begin(_ item: SideEffectItem, registry: SideEffectRegistry) -> UInt64? {
         let cell = item.cell
         guard cell.claim() else {
             // Cancelled before it started: the handle already says so.
@@ -130,55 +154,44 @@ enum SideEffectRunner {
                 registry.tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!,
                                                              lane: .sideEffectPool, outcome: .cancelled))
             }
-            return
+            return nil
         }
         guard let parallelism = registry.enter(cell) else {
             cell.resolve(.failure(KatanaError.storeReleased))
-            return
+            return nil
         }
-        let tracer = registry.tracer
-        var started: UInt64 = 0
-        if item.id != 0 {
-            tracer.dispatchBegin(DispatchBeginEvent(
-                id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
-                parallelism: UInt32(clamping: parallelism)))
-            started = registry.budgets.start(for: type(of: item.sideEffect))
-        }
-        var (outcome, resolution) = await execute(item, host: host)
+        guard item.id != 0 else { return 0 }
+        registry.tracer.dispatchBegin(DispatchBeginEvent(
+            id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
+            parallelism: UInt32(clamping: parallelism)))
+        return registry.budgets.start(for: type(of: item.sideEffect))
+    }
+
+    /// Counts the item out, traces its end and resolves its handle with `resolution` (not when `resolves` is false:
+    /// an updater put in its place resolves it when applied). Not an optional `resolution`: an optional of a
+    /// multi-payload enum of existentials goes through the runtime's generic enum functions.
+    @usableFromInline @inline(never)
+    static func finish(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64,
+                       outcome: DispatchOutcome, resolution: HandleCell.Outcome, resolves: Bool = true) {
+        let cell = item.cell
+        var outcome = outcome, resolution = resolution
         if cell.isCancelled {
             outcome = .cancelled
-            if resolution != nil { resolution = .failure(CancellationError()) }
+            if resolves { resolution = .failure(CancellationError()) }
         }
         // Leave the running set and end the trace interval before resolving the handle, so whoever awaited it never
         // sees this side effect still counted as running.
         registry.leave(cell)
         if item.id != 0 {
+            let tracer = registry.tracer
             if started != 0 {
                 registry.budgets.check(type(of: item.sideEffect), started: started, id: item.id, kind: .sideEffect,
                                        name: item.name!, tracer: tracer)
             }
-            if outcome == .error, case let .failure(error)? = resolution { tracer.dispatchFailed(id: item.id, error: error) }
+            if outcome == .error, resolves, case let .failure(error) = resolution { tracer.dispatchFailed(id: item.id, error: error) }
             tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool, outcome: outcome))
         }
-        if let resolution { cell.resolve(resolution) }
-    }
-
-    /// Runs the interceptors (holding the store only while they run), then the body (holding it not at all).
-    /// (Inlined into `run`: one async frame fewer on the side effect's task, whose allocator otherwise needs a slab
-    /// from malloc for the frames of a side effect awaiting an updater.)
-    @inlinable @inline(__always)
-    static func execute(_ item: SideEffectItem, host: WeakHost) async -> (DispatchOutcome, HandleCell.Outcome?) {
-        switch prepare(item, host: host) {
-        case let .done(outcome, resolution):
-            return (outcome, resolution)
-        case let .body(sideEffect, context):
-            do {
-                let value = try await sideEffect.anySideEffect(context)
-                return (.ok, .success(value))
-            } catch {
-                return (.error, .failure(error))
-            }
-        }
+        if resolves { cell.resolve(resolution) }
     }
 
     /// `run` inside the backend's `runSideEffectBody` (distributed tracing makes the side effect's span current
