@@ -152,8 +152,10 @@ protocol ScopedSideEffectContext: AnySideEffectContext {
 }
 
 extension ScopedSideEffectContext {
+    /// A copy with `scope`, as the erased context a side effect receives (returned as that existential directly: as an
+    /// `any ScopedSideEffectContext` it was copied once more, and the store's reference retained, converting it).
     @usableFromInline
-    func withScope(_ scope: HandleCell?) -> any ScopedSideEffectContext {
+    func withScope(_ scope: HandleCell?) -> any AnySideEffectContext {
         var copy = self
         copy.setScope(scope)
         return copy
