@@ -15,7 +15,7 @@ public enum DispatchableLogger {
 
     /// The logger as a ``DispatchInterceptor``, for ``StoreConfiguration/interceptors`` (the cheaper form on every
     /// dispatch's path).
-    public struct Interceptor: DispatchInterceptor {
+    public struct Interceptor: TypedDispatchInterceptor {
         private let skipped: Set<ObjectIdentifier>
         private let logger: Logger
         private let level: Logger.Level
@@ -30,7 +30,8 @@ public enum DispatchableLogger {
             self.level = level
         }
 
-        public func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
+        public func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
+                                                  forward: (any Dispatchable) throws -> Void) throws {
             let type = Swift.type(of: item)
             if !skipped.contains(ObjectIdentifier(type)) {
                 logger.log(level: level, "dispatched \(String(reflecting: type))",

@@ -57,7 +57,7 @@ public enum ObserverInterceptor {
     /// The observer as a ``DispatchInterceptor``, for ``StoreConfiguration/interceptors`` (the cheaper form on every
     /// dispatch's path). Each store it is given to gets its own observers, registered when that store becomes
     /// ready and removed when it is released.
-    public struct Interceptor: DispatchInterceptor {
+    public struct Interceptor: TypedDispatchInterceptor {
         private let items: [ObserverType]
         private let notificationCenter: NotificationCenter
         private let logic: ObserverLogic?
@@ -80,7 +80,8 @@ public enum ObserverInterceptor {
             return Interceptor(bound: logic, items: items, notificationCenter: notificationCenter)
         }
 
-        public func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
+        public func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
+                                                  forward: (any Dispatchable) throws -> Void) throws {
             // Unbound (never given to a store): nothing to observe.
             guard let logic, logic.needsStates else { return try next(item) }
             let previous = logic.context.getAnyState()

@@ -78,7 +78,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var finished: [(HandleCell, (any Error)?)] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
     /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
-    @usableFromInline @exclusivity(unchecked) final var links: [any DispatchInterceptor] = []  // written once before ready
+    /// (Its own buffer, not an array: an interceptor is called in place, where an array's element was copied out and
+    /// destroyed around each call. Written once before ready, freed in deinit.)
+    @usableFromInline @exclusivity(unchecked) final var links = UnsafeMutableBufferPointer<any DispatchInterceptor>(start: nil, count: 0)
+    /// The leading ones of `links` that are ``TypedDispatchInterceptor``s (a state updater dispatched with its type
+    /// goes through these typed, then through the rest erased). Written once before ready, freed in deinit.
+    @usableFromInline @exclusivity(unchecked) final var typedLinks = UnsafeMutableBufferPointer<any TypedDispatchInterceptor>(start: nil, count: 0)
     /// Whether there are interceptors of either form.
     @usableFromInline @exclusivity(unchecked) final var intercepting = false  // written once before ready
 
@@ -116,6 +121,14 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         // Side effects still running are cancelled; items held before readiness are rejected (nothing else can be
         // pending: whoever holds the lane, or the updater queue's kick, holds the store).
         sideEffects.close()
+        if links.baseAddress != nil {
+            links.deinitialize()
+            links.deallocate()
+        }
+        if typedLinks.baseAddress != nil {
+            typedLinks.deinitialize()
+            typedLinks.deallocate()
+        }
         for item in lane.held ?? [] {
             switch item {
             case let .updater(updater): updater.cell?.resolve(.failure(KatanaError.storeReleased))
@@ -227,27 +240,27 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Dispatches a state updater. Returns at once; the handle resolves once the state is updated.
     @inlinable @discardableResult
     public final func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false)
+        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     /// Dispatches a state updater that may refuse: when it throws, the state is unchanged and the handle carries
     /// its error.
     @inlinable @discardableResult
     public final func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false)
+        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     /// Dispatches a state updater that traces show under another type's name. For adapters whose one updater type
     /// carries many kinds of request (the reducer API's actions, say): traces then name what the app dispatched.
     @inlinable @discardableResult
     public final func dispatch<U: StateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false)
+        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     /// Dispatches a state updater that may refuse, under another type's name in traces (see above).
     @inlinable @discardableResult
     public final func dispatch<U: ThrowingStateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false)
+        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     /// Dispatches any item: a state updater, a side effect or a returning side effect. The handle carries the
@@ -283,12 +296,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     @inlinable
     final func dispatchUpdater<U: StateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false)
+        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     @inlinable
     final func dispatchUpdater<U: ThrowingStateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false)
+        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     @inlinable
@@ -321,8 +334,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     /// Puts an updater in the lane, or applies it right here when the lane is idle.
     @inlinable
+    /// `typedLinks`: the caller knows the updater's type statically (a typed `dispatch`), so the protocol-form
+    /// interceptors get it in their typed form and the chain's end applies it specialised. `anyDispatch` passes
+    /// false: an updater whose type is known only at run time goes through them erased.
     final func enqueueUpdater<V: Sendable>(
-        _ updater: any AnyStateUpdater, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool
+        _ updater: any AnyStateUpdater, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool,
+        typedLinks: Bool = false
     ) -> DispatchHandle<V> {
         #if KATANA_INJECTED_REGRESSION
         InjectedRegression.perDispatch()
@@ -391,8 +408,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
         if chain == nil, listenersAreInline, !item.bypass {
             // Protocol-form interceptors only: through them, on this thread, without the batch buffers.
-            return applyInlineThroughLinks(item, listeners: listeners, keepOld: keepOld, thread: thread,
-                                           combined: combined, success: success)
+            return applyInlineThroughLinks(item, updater, typed: typedLinks, listeners: listeners, keepOld: keepOld,
+                                           thread: thread, combined: combined, success: success)
         }
         keepOldStates = keepOld
         let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
@@ -405,17 +422,19 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners
     /// (the direct path in `enqueueUpdater` spells the same steps out: calling this from there cost it ~40
     /// instructions per dispatch).
-    @inlinable
-    final func applyAndNotify(_ updater: any AnyStateUpdater, listeners: [ListenerBox<S>], keepOld: Bool,
-                              thread: UInt) -> KatanaError? {
+    /// (`apply` applies the updater: a closure, so the typed chain's end applies it specialised and the erased one
+    /// through its witness, with one body here.)
+    @inlinable @inline(__always)
+    final func applyAndNotify(listeners: [ListenerBox<S>], keepOld: Bool, thread: UInt,
+                              _ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? {
         var failure: KatanaError?
         lockStateForApplying(thread: thread)
         if listeners.isEmpty {
-            do { try updater._apply(to: &_state) } catch { failure = error }
+            do { try apply(&_state) } catch { failure = error }
             unlockStateAfterApplying()
         } else if keepOld {
             let old = _state
-            do { try updater._apply(to: &_state) } catch { failure = error }
+            do { try apply(&_state) } catch { failure = error }
             let new = _state
             unlockStateAfterApplying()
             if failure == nil {
@@ -423,7 +442,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             }
         } else {
             // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
-            do { try updater._apply(to: &_state) } catch { failure = error }
+            do { try apply(&_state) } catch { failure = error }
             let new = _state
             unlockStateAfterApplying()
             if failure == nil {
@@ -454,45 +473,85 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// What the end of an inline run through the protocol-form interceptors saw: whether `next` reached it (a second
+    /// call dispatches anew), whether it applied the updater, and what an interceptor forwarded instead of one.
+    @usableFromInline
+    struct LinkEnd {
+        @usableFromInline var nextCalled = false
+        @usableFromInline var applied = false
+        @usableFromInline var replacement: (any Dispatchable)?
+        @inlinable init() {}
+    }
+
+    /// The chain's end for the updater as dispatched, passed on by every interceptor in the typed form: applied as an
+    /// updater without interceptors is (specialised).
+    @inlinable
+    final func typedLinkEnd<U: AnyStateUpdater>(
+        _ updater: U, _ end: inout LinkEnd, _ listeners: [ListenerBox<S>], _ keepOld: Bool, _ thread: UInt
+    ) throws {
+        guard !end.nextCalled else {
+            _ = anyDispatch(updater, parentID: 0, bypassInterceptors: true)
+            return
+        }
+        end.nextCalled = true
+        if let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread, { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }) {
+            throw KatanaError.surfaced(failure)
+        }
+        end.applied = true
+    }
+
+    /// The chain's end for an item passed on erased (or forwarded instead): its kind checked, an updater applied
+    /// through its witness, anything else kept as the replacement.
+    @inlinable
+    final func linkEnd(
+        _ forwarded: any Dispatchable, _ end: inout LinkEnd, _ listeners: [ListenerBox<S>], _ keepOld: Bool, _ thread: UInt
+    ) throws {
+        guard !end.nextCalled else {
+            _ = anyDispatch(forwarded, parentID: 0, bypassInterceptors: true)
+            return
+        }
+        end.nextCalled = true
+        guard let updater = forwarded._katanaStateUpdater, forwarded._katanaSideEffect == nil else {
+            end.replacement = forwarded
+            return
+        }
+        if let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread, { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }) {
+            throw KatanaError.surfaced(failure)
+        }
+        end.applied = true
+    }
+
     /// Applies an updater inline through the protocol-form interceptors (no closure chain, inline listeners): the
     /// chain's end applies it and tells the listeners, as an updater without interceptors is (so an interceptor that
-    /// throws after `next` reports an item that was applied and whose change the listeners were told). Called with
-    /// the lane held; gives it back.
+    /// throws after `next` reports an item that was applied and whose change the listeners were told). `updater` is
+    /// `item.updater` opened to its type: with `typed`, the interceptors get it in their typed form. Called with the
+    /// lane held; gives it back.
     @inlinable
-    final func applyInlineThroughLinks<V: Sendable>(
-        _ item: LaneItem, listeners: [ListenerBox<S>], keepOld: Bool, thread: UInt, combined: Bool, success: V
+    final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable>(
+        _ item: LaneItem, _ updater: U, typed: Bool, listeners: [ListenerBox<S>], keepOld: Bool, thread: UInt,
+        combined: Bool, success: V
     ) -> DispatchHandle<V> {
         let started = item.id != 0 ? traceStart(item, lane: .updaterInline, combined: combined) : (0, 0)
-        var nextCalled = false, applied = false
-        var replacement: (any Dispatchable)?
+        var end = LinkEnd()
         var thrown: (any Error)?
         do {
-            try runLinks(item.updater, from: 0) { forwarded in
-                guard !nextCalled else {
-                    _ = anyDispatch(forwarded, parentID: 0, bypassInterceptors: true)
-                    return
-                }
-                nextCalled = true
-                guard let updater = forwarded._katanaStateUpdater, forwarded._katanaSideEffect == nil else {
-                    replacement = forwarded
-                    return
-                }
-                if let failure = applyAndNotify(updater, listeners: listeners, keepOld: keepOld, thread: thread) {
-                    throw KatanaError.surfaced(failure)
-                }
-                applied = true
+            if typed, typedLinks.count > 0 {
+                try runTypedLinks(updater, end: { try self.typedLinkEnd($0, &end, listeners, keepOld, thread) },
+                                  erasedEnd: { try self.linkEnd($0, &end, listeners, keepOld, thread) })
+            } else {
+                try runLinks(item.updater, from: 0, end: { try self.linkEnd($0, &end, listeners, keepOld, thread) })
             }
         } catch {
             thrown = error
         }
-        if thrown == nil, applied {
+        if thrown == nil, end.applied {
             // Passed on and applied: the common case, without building a lane result.
             if item.id != 0 { traceFinish(item, lane: .updaterInline, combined: combined, started: started, outcome: .ok) }
             releaseLane(thread: thread)
             return DispatchHandle(resolved: .success(success))
         }
-        let (result, outcome) = chainResult(item.updater, thrown: thrown, nextCalled: nextCalled, applied: applied,
-                                            replacement: replacement)
+        let (result, outcome) = chainResult(item.updater, thrown: thrown, nextCalled: end.nextCalled, applied: end.applied,
+                                            replacement: end.replacement)
         if item.id != 0 {
             if case let .done(error?) = result { traceFailure(item.id, error) }
             traceFinish(item, lane: .updaterInline, combined: combined, started: started, outcome: outcome)
@@ -836,6 +895,21 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// Runs the protocol-form interceptors on a state updater, the leading typed ones in their typed form: while each
+    /// passes the updater on with `next`, it stays of its type `U` and `end` applies it specialised; from the first
+    /// erased interceptor on, or what an interceptor forwards instead, the rest of the chain runs erased to `erasedEnd`.
+    @inlinable
+    final func runTypedLinks<U: AnyStateUpdater>(
+        _ updater: U, from index: Int = 0, end: (U) throws -> Void, erasedEnd: (any Dispatchable) throws -> Void
+    ) throws {
+        guard index < typedLinks.count else {
+            if index < links.count { return try runLinks(updater, from: index, end: erasedEnd) }
+            return try end(updater)
+        }
+        try typedLinks[index].intercept(updater, next: { try runTypedLinks($0, from: index + 1, end: end, erasedEnd: erasedEnd) },
+                                        forward: { try runLinks($0, from: index + 1, end: erasedEnd) })
+    }
+
     /// Runs the protocol-form interceptors from `index` on; the last one's `next` calls `end`.
     @inlinable
     final func runLinks(_ item: any Dispatchable, from index: Int, end: (any Dispatchable) throws -> Void) throws {
@@ -1092,7 +1166,20 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         // One context for the interceptors of both forms.
         let context = intercepting ? makeContext(scope: nil) : nil
         if let context, !configuration.interceptors.isEmpty {
-            links = configuration.interceptors.map { $0.bind(to: context) }
+            let bound = configuration.interceptors.map { $0.bind(to: context) }
+            let buffer = UnsafeMutableBufferPointer<any DispatchInterceptor>.allocate(capacity: bound.count)
+            _ = buffer.initialize(from: bound)
+            links = buffer
+            var typed: [any TypedDispatchInterceptor] = []
+            for link in bound {
+                guard let link = link as? any TypedDispatchInterceptor else { break }
+                typed.append(link)
+            }
+            if !typed.isEmpty {
+                let typedBuffer = UnsafeMutableBufferPointer<any TypedDispatchInterceptor>.allocate(capacity: typed.count)
+                _ = typedBuffer.initialize(from: typed)
+                typedLinks = typedBuffer
+            }
         }
         if let context, !interceptors.isEmpty {
             let last: StoreInterceptorNext = { [weak self] item in

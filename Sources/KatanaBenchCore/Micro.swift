@@ -18,6 +18,7 @@ struct Micro: AsyncParsableCommand {
         case listeners
         case interceptors
         case protocolInterceptors = "protocol-interceptors"
+        case erasedInterceptors = "erased-interceptors"
         case intervals
         case stateSize = "state-size"
     }
@@ -148,25 +149,29 @@ struct Micro: AsyncParsableCommand {
                 figures["interceptors_floor_ns"] = floor
                 print(String(format: "dispatch through %d interceptors    %9.1f ns/op   +%.1f ns over none (its floor, %d closure calls: %.1f ns); budget ≤ +50 ns",
                              Micro.interceptorCount, perOp, extra, Micro.interceptorCount, floor))
-            case .protocolInterceptors:
+            case .protocolInterceptors, .erasedInterceptors:
+                // TypedDispatchInterceptors (the cheaper form for updaters), or DispatchInterceptors (erased).
+                let erased = item == .erasedInterceptors
+                let (key, label) = erased ? ("erased_interceptors", "DispatchInterceptors     ")
+                                          : ("protocol_interceptors", "TypedDispatchInterceptors")
                 var withChain: [Double] = [], added: [Double] = []
                 for _ in 0..<runs {
                     let through = fireAndForget(count: iterations, backend: backend, interceptors: Micro.interceptorCount,
-                                                protocolForm: true)
+                                                protocolForm: true, erased: erased)
                     withChain.append(through)
                     guard self.floors else { continue }
                     added.append(through - fireAndForget(count: iterations, backend: backend))
                 }
                 let perOp = median(withChain)
-                figures["protocol_interceptors_ns_per_op"] = perOp
+                figures["\(key)_ns_per_op"] = perOp
                 guard self.floors else {
-                    print(String(format: "through %d DispatchInterceptors     %9.1f ns/op", Micro.interceptorCount, perOp))
+                    print(String(format: "through %d %@ %9.1f ns/op", Micro.interceptorCount, label, perOp))
                     continue
                 }
                 let extra = median(added)
-                figures["protocol_interceptors_added_ns_per_op"] = extra
-                print(String(format: "through %d DispatchInterceptors     %9.1f ns/op   +%.1f ns over none; budget ≤ +50 ns",
-                             Micro.interceptorCount, perOp, extra))
+                figures["\(key)_added_ns_per_op"] = extra
+                print(String(format: "through %d %@ %9.1f ns/op   +%.1f ns over none; budget ≤ +50 ns",
+                             Micro.interceptorCount, label, perOp, extra))
             case .stateSize:
                 // Per state size, an updater that writes into the payload, with one (old, new) listener and with one
                 // new-state listener; fewer iterations for the bigger states (a 1 MB copy takes tens of µs).
@@ -230,21 +235,24 @@ struct Micro: AsyncParsableCommand {
     static let interceptorCount = 3
 
     private func makeStore(backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0,
-                           protocolForm: Bool = false) -> BenchStore {
+                           protocolForm: Bool = false, erased: Bool = false) -> BenchStore {
         let payload = self.payload
         let passThrough: StoreInterceptor = { _ in { next in { item in try next(item) } } }
         let store = BenchStore(interceptors: protocolForm ? [] : Array(repeating: passThrough, count: interceptors),
                                stateInitializer: { BenchState(payloadBytes: payload) },
                                configuration: .init(traceBackend: backend,
-                                                    interceptors: protocolForm ? Array(repeating: PassThrough(), count: interceptors) : []))
+                                                    interceptors: !protocolForm ? [] : erased
+                                                        ? Array(repeating: ErasedPassThrough(), count: interceptors)
+                                                        : Array(repeating: PassThrough(), count: interceptors)))
         for _ in 0..<listeners { store.addListener { _, new in blackHole(new.counter) } }
         return store
     }
 
     /// ns per dispatch, one producer, nobody awaiting.
     private func fireAndForget(count: Int, backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0,
-                               protocolForm: Bool = false) -> Double {
-        let store = makeStore(backend: backend, listeners: listeners, interceptors: interceptors, protocolForm: protocolForm)
+                               protocolForm: Bool = false, erased: Bool = false) -> Double {
+        let store = makeStore(backend: backend, listeners: listeners, interceptors: interceptors, protocolForm: protocolForm,
+                              erased: erased)
         let start = nowNanoseconds()
         for _ in 0..<count { store.dispatch(Increment()) }
         let elapsed = nowNanoseconds() - start
@@ -387,6 +395,11 @@ func median(_ values: [Double]) -> Double {
 func blackHole<T>(_ value: T) {}
 
 /// A pass-through interceptor of the protocol form.
-struct PassThrough: DispatchInterceptor {
+struct ErasedPassThrough: DispatchInterceptor {
     func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws { try next(item) }
+}
+
+struct PassThrough: TypedDispatchInterceptor {
+    func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
+                                       forward: (any Dispatchable) throws -> Void) throws { try next(item) }
 }

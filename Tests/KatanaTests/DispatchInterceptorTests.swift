@@ -11,6 +11,18 @@ struct Intercepting: DispatchInterceptor {
     func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws { try body(item, next) }
 }
 
+/// The same behaviour written in the typed form: what the body passes on goes to `next` when it has the item's type
+/// (the item itself or a changed copy) and to `forward` otherwise.
+struct TypedIntercepting: TypedDispatchInterceptor {
+    let body: @Sendable (any Dispatchable, (any Dispatchable) throws -> Void) throws -> Void
+    func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
+                                       forward: (any Dispatchable) throws -> Void) throws {
+        try body(item) { passed in
+            if let same = passed as? Item { try next(same) } else { try forward(passed) }
+        }
+    }
+}
+
 /// How a test's interceptors reach the store: every behaviour must be the same whichever way.
 enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
     /// In `StoreConfiguration.interceptors`, updaters applied inline on the direct path.
@@ -21,11 +33,32 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
     case closures
     /// The first in the configuration, the rest as closures (the two chains joined).
     case mixed
+    /// In the configuration, written in the typed form: updaters reach the chain's end with their type.
+    case typedConfiguration
+    /// Typed, in the configuration, with listeners on a queue (the batch path calls them erased).
+    case typedConfigurationQueuedListeners
+    /// Typed, as closures.
+    case typedClosures
+    /// In the configuration, the forms alternating (typed, erased, typed…): the typed chain continues erased.
+    case alternatingForms
 
     var testDescription: String { rawValue }
 
+    private static func typed(_ interceptor: any DispatchInterceptor) -> any DispatchInterceptor {
+        (interceptor as? Intercepting).map { TypedIntercepting(body: $0.body) } ?? interceptor
+    }
+
     func store(_ interceptors: [any DispatchInterceptor], backend: any TraceBackend = NoOpTraceBackend()) -> TestStore {
         switch self {
+        case .typedConfiguration:
+            return Self.configuration.store(interceptors.map(Self.typed), backend: backend)
+        case .typedConfigurationQueuedListeners:
+            return Self.configurationQueuedListeners.store(interceptors.map(Self.typed), backend: backend)
+        case .typedClosures:
+            return Self.closures.store(interceptors.map(Self.typed), backend: backend)
+        case .alternatingForms:
+            let alternating = interceptors.enumerated().map { $0.offset % 2 == 0 ? Self.typed($0.element) : $0.element }
+            return Self.configuration.store(alternating, backend: backend)
         case .configuration:
             return makeStore(configuration: .init(traceBackend: backend, interceptors: interceptors))
         case .configurationQueuedListeners:
@@ -194,8 +227,8 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
     }
 }
 
-/// Records (state before, state after) around `next`.
-private struct Reading: DispatchInterceptor {
+/// Records (state before, state after) around `next` (written in the typed form).
+private struct Reading: TypedDispatchInterceptor {
     let seen: Recorder<(Int, Int)>
     var context: (any AnySideEffectContext)?
 
@@ -203,7 +236,8 @@ private struct Reading: DispatchInterceptor {
         Reading(seen: seen, context: context)
     }
 
-    func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
+    func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
+                                       forward: (any Dispatchable) throws -> Void) throws {
         let before = (context?.getAnyState() as? CounterState)?.counter ?? -1
         try next(item)
         let after = (context?.getAnyState() as? CounterState)?.counter ?? -1
@@ -244,8 +278,9 @@ private enum ReadmeInterceptorExample {
     struct AuditLog { func notice(_ message: String) { audited.append(message) } }
     static let auditLog = AuditLog()
 
-    struct Audit: DispatchInterceptor {
-        func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
+    struct Audit: TypedDispatchInterceptor {
+        func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
+                                           forward: (any Dispatchable) throws -> Void) throws {
             if item is DeleteAccount { auditLog.notice("account deleted") }
             try next(item)
         }
