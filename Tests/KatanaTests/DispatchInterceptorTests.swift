@@ -261,7 +261,7 @@ private struct Auditing: DispatchInterceptor {
     }
 }
 
-// The README's `DispatchInterceptor` example ("Two interceptor forms"), compiled and run so it stays true.
+// The README's `DispatchInterceptor` example ("Three interceptor forms"), compiled and run so it stays true.
 private enum ReadmeInterceptorExample {
     struct AppState: State { var deleted = false; var profileFetches = 0; var ticks = 0 }
     struct AppDependencies: SideEffectDependencyContainer {

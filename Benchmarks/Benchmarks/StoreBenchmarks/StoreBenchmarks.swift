@@ -32,19 +32,25 @@ struct IncrementAndAwait: SideEffect {
 
 typealias CounterStore = Store<Counter, EmptySideEffectDependencyContainer>
 
-struct PassThrough: DispatchInterceptor {
+struct PassThrough: TypedDispatchInterceptor {
+    func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
+                                       forward: (any Dispatchable) throws -> Void) throws { try next(item) }
+}
+
+struct ErasedPassThrough: DispatchInterceptor {
     func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws { try next(item) }
 }
 
 /// A store with `listeners` listeners and `interceptors` pass-through closure interceptors (or `dispatchInterceptors`
-/// of the protocol form), ready before it is measured.
-func makeStore(listeners: Int = 1, interceptors: Int = 0, dispatchInterceptors: Int = 0,
+/// of the protocol form: typed, or erased with `erased`), ready before it is measured.
+func makeStore(listeners: Int = 1, interceptors: Int = 0, dispatchInterceptors: Int = 0, erased: Bool = false,
                backend: any TraceBackend = NoOpTraceBackend()) async -> CounterStore {
     let passThrough: StoreInterceptor = { _ in { next in { item in try next(item) } } }
     let store = CounterStore(interceptors: Array(repeating: passThrough, count: interceptors),
                              stateInitializer: { Counter() },
                              configuration: .init(traceBackend: backend,
-                                                  interceptors: Array(repeating: PassThrough(), count: dispatchInterceptors)))
+                                                  interceptors: erased ? Array(repeating: ErasedPassThrough(), count: dispatchInterceptors)
+                                                                      : Array(repeating: PassThrough(), count: dispatchInterceptors)))
     for _ in 0..<listeners { store.addListener { _, new in blackHole(new.value) } }
     // Readiness: the first dispatch is held until the store is ready, so awaiting one waits for it.
     try? await store.dispatch(Increment()).value
@@ -87,10 +93,17 @@ let benchmarks: @Sendable () -> Void = {
         await makeStore(interceptors: 3)
     }
 
+    // Three TypedDispatchInterceptors (the typed chain); then three erased DispatchInterceptors.
     Benchmark("dispatch-interceptors-3", configuration: fast()) { benchmark, store in
         for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
     } setup: {
         await makeStore(dispatchInterceptors: 3)
+    }
+
+    Benchmark("dispatch-interceptors-3-erased", configuration: fast()) { benchmark, store in
+        for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
+    } setup: {
+        await makeStore(dispatchInterceptors: 3, erased: true)
     }
 
     // A side effect that dispatches and awaits one updater: 100 in flight at once, awaited together (~200 µs).
