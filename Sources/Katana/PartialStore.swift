@@ -78,9 +78,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var finished: [(HandleCell, (any Error)?)] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
     /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
-    /// (Its own buffer, not an array: an interceptor is called in place, where an array's element was copied out and
-    /// destroyed around each call. Written once before ready, freed in deinit.)
-    @usableFromInline @exclusivity(unchecked) final var links = UnsafeMutableBufferPointer<any DispatchInterceptor>(start: nil, count: 0)
+    /// (Boxes referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
+    /// called in place from its box's `let`, where an element was copied out and destroyed around each call. Written
+    /// once before ready; retained by hand and released in deinit.)
+    @usableFromInline @exclusivity(unchecked) final var links = UnsafeMutableBufferPointer<Unmanaged<LinkBox>>(start: nil, count: 0)
     /// The leading ones of `links` that are ``TypedDispatchInterceptor``s, as a list (a state updater dispatched with
     /// its type goes through these typed, then through the rest erased). Retained by hand: set once before ready,
     /// released in deinit; read without reference counting.
@@ -122,10 +123,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         // Side effects still running are cancelled; items held before readiness are rejected (nothing else can be
         // pending: whoever holds the lane, or the updater queue's kick, holds the store).
         sideEffects.close()
-        if links.baseAddress != nil {
-            links.deinitialize()
-            links.deallocate()
-        }
+        for link in links { link.release() }
+        links.deallocate()
         firstTypedLink?.release()
         for item in lane.held ?? [] {
             switch item {
@@ -469,6 +468,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             launchSideEffect(sideEffect, cell: cell, parentID: parentID)
             return DispatchHandle(cell)
         }
+    }
+
+    /// One of the configuration's interceptors, bound to this store.
+    @usableFromInline
+    final class LinkBox {
+        @usableFromInline let interceptor: any DispatchInterceptor
+        init(_ interceptor: any DispatchInterceptor) { self.interceptor = interceptor }
     }
 
     /// A typed interceptor of the configuration and the typed one after it (`nil` after the last typed one); `index`
@@ -939,7 +945,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @inlinable
     final func runLinks(_ item: any Dispatchable, from index: Int, end: (any Dispatchable) throws -> Void) throws {
         guard index < links.count else { return try end(item) }
-        try links[index].intercept(item) { forwarded in try runLinks(forwarded, from: index + 1, end: end) }
+        try links[index]._withUnsafeGuaranteedRef { link in
+            try link.interceptor.intercept(item) { forwarded in try runLinks(forwarded, from: index + 1, end: end) }
+        }
     }
 
     @inlinable
@@ -1192,8 +1200,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         let context = intercepting ? makeContext(scope: nil) : nil
         if let context, !configuration.interceptors.isEmpty {
             let bound = configuration.interceptors.map { $0.bind(to: context) }
-            let buffer = UnsafeMutableBufferPointer<any DispatchInterceptor>.allocate(capacity: bound.count)
-            _ = buffer.initialize(from: bound)
+            let buffer = UnsafeMutableBufferPointer<Unmanaged<LinkBox>>.allocate(capacity: bound.count)
+            _ = buffer.initialize(from: bound.map { Unmanaged.passRetained(LinkBox($0)) })
             links = buffer
             let typed = Array(bound.prefix { $0 is any TypedDispatchInterceptor })
             var list: TypedLink?
