@@ -329,11 +329,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     // MARK: The updater lane
 
-    /// Puts an updater in the lane, or applies it right here when the lane is idle.
+    /// Puts an updater in the lane, or applies it right here when the lane is idle. `typedLinks`: the caller knows
+    /// the updater's type statically (a typed `dispatch`), so the protocol-form interceptors get it in their typed
+    /// form and the chain's end applies it specialised. `anyDispatch` passes false: an updater whose type is known
+    /// only at run time goes through them erased.
     @inlinable
-    /// `typedLinks`: the caller knows the updater's type statically (a typed `dispatch`), so the protocol-form
-    /// interceptors get it in their typed form and the chain's end applies it specialised. `anyDispatch` passes
-    /// false: an updater whose type is known only at run time goes through them erased.
     final func enqueueUpdater<V: Sendable>(
         _ updater: any AnyStateUpdater, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool,
         typedLinks: Bool = false
@@ -518,11 +518,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             _ = anyDispatch(updater, parentID: 0, bypassInterceptors: true)
             return
         }
-        end.nextCalled = true
-        if let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread, { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }) {
-            throw KatanaError.surfaced(failure)
+        try applyAtLinkEnd(&end, listeners, keepOld, thread) { (state: inout S) throws(KatanaError) in
+            try updater._apply(to: &state)
         }
-        end.applied = true
     }
 
     /// The chain's end for an item passed on erased (or forwarded instead): its kind checked, an updater applied
@@ -535,12 +533,24 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             _ = anyDispatch(forwarded, parentID: 0, bypassInterceptors: true)
             return
         }
-        end.nextCalled = true
         guard let updater = forwarded._katanaStateUpdater, forwarded._katanaSideEffect == nil else {
+            end.nextCalled = true
             end.replacement = forwarded
             return
         }
-        if let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread, { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }) {
+        try applyAtLinkEnd(&end, listeners, keepOld, thread) { (state: inout S) throws(KatanaError) in
+            try updater._apply(to: &state)
+        }
+    }
+
+    /// Both ends' first `next`: apply (through `apply`) and tell the listeners; a refusal is thrown back up the chain.
+    @inlinable @inline(__always)
+    final func applyAtLinkEnd(
+        _ end: inout LinkEnd, _ listeners: [ListenerBox<S>], _ keepOld: Bool, _ thread: UInt,
+        _ apply: (inout S) throws(KatanaError) -> Void
+    ) throws {
+        end.nextCalled = true
+        if let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread, apply) {
             throw KatanaError.surfaced(failure)
         }
         end.applied = true
