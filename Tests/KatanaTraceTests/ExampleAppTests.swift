@@ -143,7 +143,11 @@ final class Conversation {
     @Test func anLTTngLinkedProcessMapsLiblttngUstAndRunsItsThreads() async throws {
         let bench = Process()
         bench.executableURL = Paths.katanaBench
-        bench.arguments = ["run", "-s", "updaters", "--duration", "20", "--warmup", "0", "--trace-backend", "none"]
+        // Open loop at 100 dispatches/s: the process idles (~2 % of a core) and outlives any wait here. (A closed
+        // loop saturated both cores: under ThreadSanitizer the listener threads were not named within 15 s, and the
+        // 20 s run had ended before the check — /proc had no maps left to read.)
+        bench.arguments = ["run", "-s", "updaters", "--rate", "100", "--concurrency", "1", "--duration", "300",
+                           "--warmup", "0", "--trace-backend", "none"]
         bench.standardOutput = FileHandle.nullDevice
         bench.standardError = FileHandle.nullDevice
         try bench.run()
@@ -157,9 +161,10 @@ final class Conversation {
                 readProcFile("\(proc)/task/\($0)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines)
             }
         }
-        let deadline = Date().addingTimeInterval(15)
+        let deadline = Date().addingTimeInterval(60)
         while Date() < deadline, !threadNames().contains(where: { $0.hasSuffix("-ust") }) { try? await Task.sleep(nanoseconds: 20_000_000) }
         #expect(threadNames().contains { $0.hasSuffix("-ust") }, "no lttng-ust listener thread: \(threadNames())")
+        #expect(bench.isRunning, "katana-bench ended before the checks")
         #expect(readProcFile("\(proc)/maps")?.contains("liblttng-ust") == true)
     }
 }
