@@ -109,7 +109,7 @@ final class HandleCell: @unchecked Sendable {
     /// `Result`: an optional of a multi-payload enum of existentials is tested and copied through the runtime's
     /// generic enum functions (~300 instructions per side effect).
     @usableFromInline @exclusivity(unchecked) var isDone = false
-    @usableFromInline @exclusivity(unchecked) var outcome: Outcome = .success(())
+    @usableFromInline @exclusivity(unchecked) var outcome: Outcome = .success(())  // written only when resolved
     @usableFromInline @exclusivity(unchecked) var waiter: Waiter?
     @usableFromInline @exclusivity(unchecked) var moreWaiters: [Waiter] = []
     /// Waiters whose task was cancelled before they were registered (rare).
@@ -151,8 +151,36 @@ final class HandleCell: @unchecked Sendable {
             for other in moreWaiters { other.continuation.resume(returning: result) }
             moreWaiters = []
         }
-        task = nil
-        children = []
+        if task != nil { task = nil }
+        if !children.isEmpty { children = [] }
+    }
+
+    /// Resolves the cell with `()` (a state updater applied). Must be called with `lock` held. The same as
+    /// `resolveLocked(.success(()))` without writing `outcome`, which holds `.success(())` until a cell is resolved
+    /// (the lane resolves a batch of these, and each write of the existential pair went through `Result`'s witnesses).
+    @inlinable
+    func resolveAppliedLocked() {
+        guard !isDone else { return }
+        isDone = true
+        if let waiter {
+            waiter.continuation.resume(returning: .success(()))
+            self.waiter = nil
+            for other in moreWaiters { other.continuation.resume(returning: .success(())) }
+            moreWaiters = []
+        }
+        if task != nil { task = nil }
+        if !children.isEmpty { children = [] }
+    }
+
+    /// Makes a resolved cell nobody else references a new, waiting one (for a queued updater: its own lock's
+    /// `acceptsVoid`, no trace id). Must be called with `lock` held, and only with the caller's reference the only one.
+    @inlinable
+    func resetLocked() {
+        assert(isDone && waiter == nil && moreWaiters.isEmpty, "a cell reused before it was resolved")
+        phase.store(Phase.waiting, ordering: .relaxed)
+        isDone = false
+        if !cancelledTokens.isEmpty { cancelledTokens = [] }
+        traceID = 0
     }
 
     @inlinable

@@ -9,6 +9,8 @@ struct LaneState {
     /// Whether a thread holds the lane (it alone applies updaters), and which one.
     @usableFromInline var busy = false
     @usableFromInline var owner: UInt = 0
+    /// Reset handle cells for queued updaters, handed over by the lane holder (`PartialStore.recycleCells`).
+    @usableFromInline var spareCells: [HandleCell] = []
     /// Items dispatched before the store was ready; `nil` once it is.
     @usableFromInline var held: [HeldItem]? = []
     /// `pending.count` past which producers with updaters queued wait for room (`Int.max`: no limit).

@@ -7,14 +7,26 @@ import Glibc
 /// see `Mutex`'s lock and reports false races (see STYLE.md); with this lock a TSan report is always real.
 @usableFromInline
 final class Lock: @unchecked Sendable {
-    // The mutex lives at a stable heap address for the life of the object, as pthreads requires.
+    // The mutex lives at a stable heap address for the life of the object, as pthreads requires, alone in its cache
+    // line(s): a store's locks are allocated together, and two threads each taking a different one of them (a
+    // producer the lane's, the lane holder the state's) must not invalidate each other's line on every acquisition.
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    /// Bytes of one cache line on the machines we run on (x86-64, and 64 on most arm64 cores too).
+    @usableFromInline static let cacheLine = 64
+
+    /// A `T` at a fresh address that shares no cache line with anything else (uninitialised).
+    @usableFromInline static func allocateIsolated<T>(_: T.Type) -> UnsafeMutablePointer<T> {
+        let bytes = (MemoryLayout<T>.stride + cacheLine - 1) / cacheLine * cacheLine
+        return UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: Swift.max(cacheLine, MemoryLayout<T>.alignment))
+            .bindMemory(to: T.self, capacity: 1)
+    }
 
     /// - Parameter adaptive: spin briefly before sleeping when the lock is taken (glibc's
     ///   `PTHREAD_MUTEX_ADAPTIVE_NP`). For locks held for a few dozen nanoseconds by many threads, where
     ///   sleeping in the kernel and waking up costs far more than the wait itself.
     @usableFromInline init(adaptive: Bool = false) {
-        mutex = .allocate(capacity: 1)
+        mutex = Lock.allocateIsolated(pthread_mutex_t.self)
         mutex.initialize(to: pthread_mutex_t())
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
@@ -26,7 +38,7 @@ final class Lock: @unchecked Sendable {
 
     deinit {
         pthread_mutex_destroy(mutex)
-        mutex.deallocate()
+        UnsafeMutableRawPointer(mutex).deallocate()  // allocated raw, cache-line aligned
     }
 
     @inlinable func lock() { pthread_mutex_lock(mutex) }

@@ -75,7 +75,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var keepOldStates = false  // lane holder
     /// New-state listeners only: a change was applied in this batch and not yet delivered.
     @usableFromInline @exclusivity(unchecked) final var newStatePending = false  // lane holder
-    @usableFromInline @exclusivity(unchecked) final var finished: [(HandleCell, (any Error)?)] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var finished: [FinishedUpdater] = []  // lane holder
+    /// Cells resolved in the holder's last batch, to reuse once their handles are gone (`recycleCells`).
+    @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
+    /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
+    @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
     /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
     /// (Boxes referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
@@ -352,7 +356,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         case .applyInline:
             break
         case .hold, .enqueue, .enqueueAndCombine, .waitForRoom:
-            let cell = makeCell(for: V.self)
+            let cell = queuedUpdaterCell(for: V.self)
             item.cell = cell
             item.slot = LaneQueue.slot(of: thread)  // counts against this producer in the flood policy
             enter(item, arrival)
@@ -703,6 +707,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         laneLock.lock()
         let leftover = lane.endTurn(thread: currentThreadID)
         wakeProducersIfRoom()
+        offerSpareCells()
         laneLock.unlock()
         if leftover { updaterQueue.async { self.kick() } }
     }
@@ -751,10 +756,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         let thread = currentThreadID
         laneLock.lock()
         guard self.lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer) else {
+            offerSpareCells()  // the lane is given up: what this holder recycled goes to the producers
             laneLock.unlock()
             return nil
         }
         wakeProducersIfRoom()
+        offerSpareCells()
         let listeners = self.listeners
         keepOldStates = listenersNeedOldState
         laneLock.unlock()
@@ -762,21 +769,28 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         let record = !listeners.isEmpty
         let count = drainBuffer.count
         if !intercepting {
-            // No interceptors: apply the whole batch under one acquisition of the state lock.
+            // No interceptors: apply the whole batch under one acquisition of the state lock. The items are used in
+            // place and their cells moved, not copied: each copy of an item or a cell was a reference count changed
+            // on a cell the producer's core had just written (its handle), several per item.
             lockStateForApplying(thread: thread)
-            for item in drainBuffer {
-                if let cell = item.cell, !cell.claimForLane() {
-                    skipCancelled(item, cell: cell, lane: lane)
+            for index in drainBuffer.indices {
+                if drainBuffer[index].cell?.claimForLane() == false {
+                    let cell = drainBuffer[index].cell.take()!  // resolved as cancelled here
+                    skipCancelled(drainBuffer[index], cell: cell, lane: lane)
                     continue
                 }
-                let failure = applyTracedLocked(item, lane: lane, recordChanges: record)
-                if let cell = item.cell { finished.append((cell, failure)) }
+                if let failure = applyTracedLocked(drainBuffer[index], lane: lane, recordChanges: record),
+                   let cell = drainBuffer[index].cell.take() {
+                    finished.append(FinishedUpdater(cell: cell, error: failure))
+                }
             }
             unlockStateAfterApplying()
-        } else {
-            for item in drainBuffer {
-                finish(item, process(item, lane: lane, recordChanges: record))
-            }
+            deliverChanges(to: listeners)
+            resolveDrained()
+            return count
+        }
+        for item in drainBuffer {
+            finish(item, process(item, lane: lane, recordChanges: record))
         }
         drainBuffer.removeAll(keepingCapacity: true)
         deliverChanges(to: listeners)
@@ -784,25 +798,79 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         return count
     }
 
+    /// Resolves a batch applied without interceptors (after its changes were delivered): the updaters that threw
+    /// (in `finished`), and the cells still in `drainBuffer`, which are then kept to be reused (`recycleCells`).
+    @inlinable
+    final func resolveDrained() {
+        completionLock.lock()
+        recycleCells()
+        for item in finished { item.cell.resolveLocked(.failure(KatanaError.surfaced(item.error!))) }
+        for index in drainBuffer.indices {
+            guard let cell = drainBuffer[index].cell.take() else { continue }
+            cell.resolveAppliedLocked()
+            if cell.acceptsVoid { recyclable.append(cell) }
+        }
+        completionLock.unlock()
+        if !finished.isEmpty { finished.removeAll(keepingCapacity: true) }
+        drainBuffer.removeAll(keepingCapacity: true)
+    }
+
     @inlinable
     final func finish(_ item: LaneItem, _ result: LaneResult) {
         guard let cell = item.cell else { return }
         switch result {
         case .skipped: break
-        case let .done(error): finished.append((cell, error))
+        case let .done(error): finished.append(FinishedUpdater(cell: cell, error: error))
         case let .replacedBySideEffect(sideEffect): launchSideEffect(sideEffect, cell: cell, parentID: item.parentID)
         }
     }
 
     @inlinable
     final func resolveFinished() {
-        guard !finished.isEmpty else { return }
+        guard !finished.isEmpty || !recyclable.isEmpty else { return }
         completionLock.lock()
-        for (cell, error) in finished {
-            cell.resolveLocked(error.map { .failure(KatanaError.surfaced($0)) } ?? .success(()))
+        recycleCells()
+        for item in finished {
+            if let error = item.error {
+                item.cell.resolveLocked(.failure(KatanaError.surfaced(error)))
+            } else {
+                item.cell.resolveAppliedLocked()
+                if item.cell.acceptsVoid { recyclable.append(item.cell) }
+            }
         }
         completionLock.unlock()
         finished.removeAll(keepingCapacity: true)
+    }
+
+    /// Cells of updaters resolved in the holder's previous batch whose handles are gone (the lane's reference is the
+    /// only one left: a fire-and-forget dispatch) are reset and kept for new queued updaters, in `spareCells`: a
+    /// queued updater then costs no allocation, and under contention the cell's memory is not freed on one core and
+    /// allocated on the other. Checked one batch late and with `completionLock` held, so every read a handle made of
+    /// its cell (under that lock) is ordered before the reset. Called by the lane holder.
+    @inlinable
+    final func recycleCells() {
+        while var cell = recyclable.popLast() {
+            guard spareCells.count < Self.spareCellLimit, isKnownUniquelyReferenced(&cell) else { continue }
+            cell.resetLocked()
+            spareCells.append(cell)
+        }
+    }
+
+    /// Most cells a store keeps for reuse (each ~200 bytes).
+    @usableFromInline static var spareCellLimit: Int { 512 }
+
+    /// A cell for a queued updater: a spare one if the lane has any, else a new one. Caller holds `laneLock`.
+    @inlinable
+    final func queuedUpdaterCell<V: Sendable>(for: V.Type) -> HandleCell {
+        if let cell = lane.spareCells.popLast() { return cell }  // spare cells accept `()`, as updater handles do
+        return makeCell(for: V.self)
+    }
+
+    /// Hands the holder's spare cells to the lane, where producers take them (the two sets are swapped when the
+    /// holder has more: the fewer come back to it to fill). Caller holds `laneLock` and the lane.
+    @inlinable
+    final func offerSpareCells() {
+        if spareCells.count > lane.spareCells.count { swap(&spareCells, &lane.spareCells) }
     }
 
     @usableFromInline

@@ -44,6 +44,19 @@ struct SideEffectItem: Sendable {
     }
 }
 
+/// A queued updater the lane holder applied, waiting for its handle to be resolved (after the listeners were told).
+@usableFromInline
+struct FinishedUpdater {
+    @usableFromInline let cell: HandleCell
+    /// What it threw (nil: applied).
+    @usableFromInline let error: (any Error)?
+
+    @inlinable init(cell: HandleCell, error: (any Error)?) {
+        self.cell = cell
+        self.error = error
+    }
+}
+
 @usableFromInline
 enum HeldItem {
     case updater(LaneItem)
