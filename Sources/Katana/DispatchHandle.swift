@@ -142,17 +142,8 @@ final class HandleCell: @unchecked Sendable {
     @inlinable
     func resolveLocked(_ result: Outcome) {
         guard !isDone else { return }
-        isDone = true
         outcome = result
-        // Resuming only enqueues the waiting task on its executor, so doing it under the lock is safe.
-        if let waiter {
-            waiter.continuation.resume(returning: result)
-            self.waiter = nil
-            for other in moreWaiters { other.continuation.resume(returning: result) }
-            moreWaiters = []
-        }
-        if task != nil { task = nil }
-        if !children.isEmpty { children = [] }
+        completeLocked(result)
     }
 
     /// Resolves the cell with `()` (a state updater applied). Must be called with `lock` held. The same as
@@ -161,11 +152,18 @@ final class HandleCell: @unchecked Sendable {
     @inlinable
     func resolveAppliedLocked() {
         guard !isDone else { return }
+        completeLocked(.success(()))
+    }
+
+    /// The resolving steps after `outcome` holds `result`: marks the cell done and resumes its waiters.
+    @inlinable
+    func completeLocked(_ result: Outcome) {
         isDone = true
+        // Resuming only enqueues the waiting task on its executor, so doing it under the lock is safe.
         if let waiter {
-            waiter.continuation.resume(returning: .success(()))
+            waiter.continuation.resume(returning: result)
             self.waiter = nil
-            for other in moreWaiters { other.continuation.resume(returning: .success(())) }
+            for other in moreWaiters { other.continuation.resume(returning: result) }
             moreWaiters = []
         }
         if task != nil { task = nil }

@@ -15,18 +15,13 @@ final class Lock: @unchecked Sendable {
     /// Bytes of one cache line on the machines we run on (x86-64, and 64 on most arm64 cores too).
     @usableFromInline static let cacheLine = 64
 
-    /// A `T` at a fresh address that shares no cache line with anything else (uninitialised).
-    @usableFromInline static func allocateIsolated<T>(_: T.Type) -> UnsafeMutablePointer<T> {
-        let bytes = (MemoryLayout<T>.stride + cacheLine - 1) / cacheLine * cacheLine
-        return UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: Swift.max(cacheLine, MemoryLayout<T>.alignment))
-            .bindMemory(to: T.self, capacity: 1)
-    }
-
     /// - Parameter adaptive: spin briefly before sleeping when the lock is taken (glibc's
     ///   `PTHREAD_MUTEX_ADAPTIVE_NP`). For locks held for a few dozen nanoseconds by many threads, where
     ///   sleeping in the kernel and waking up costs far more than the wait itself.
     @usableFromInline init(adaptive: Bool = false) {
-        mutex = Lock.allocateIsolated(pthread_mutex_t.self)
+        let bytes = (MemoryLayout<pthread_mutex_t>.stride + Lock.cacheLine - 1) / Lock.cacheLine * Lock.cacheLine
+        mutex = UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: Lock.cacheLine)
+            .bindMemory(to: pthread_mutex_t.self, capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
