@@ -346,7 +346,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         InjectedRegression.perDispatch()
         #endif
         let (id, name) = traceIdentity(of: type)
-        var item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
 
         let thread = currentThreadID
         laneLock.lock()
@@ -357,7 +356,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             break
         case .hold, .enqueue, .enqueueAndCombine, .waitForRoom:
             let cell = queuedUpdaterCell(for: V.self)
-            item.cell = cell
+            var item = LaneItem(updater: updater, cell: cell, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
             item.slot = LaneQueue.slot(of: thread)  // counts against this producer in the flood policy
             enter(item, arrival)
             return DispatchHandle(cell)
@@ -365,6 +364,25 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         let listeners = self.listeners
         let keepOld = listenersNeedOldState
         let direct = !intercepting && listenersAreInline
+        if direct, id == 0 {
+            // The common case: untraced, no interceptors. Apply, hand the change straight to the listeners, and give
+            // the lane back — with the updater as it came (no lane item: it would box it in an existential, copy
+            // it and destroy both, ~90 instructions of a ~650-instruction dispatch).
+            laneLock.unlock()
+            let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread) {
+                (state: inout S) throws(KatanaError) in try updater._apply(to: &state)
+            }
+            releaseLane(thread: thread)
+            return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+        }
+        if id == 0, chain == nil, listenersAreInline, !bypassInterceptors {
+            // Untraced, protocol-form interceptors only: through them, on this thread, without a lane item.
+            laneLock.unlock()
+            return applyInlineThroughLinks(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
+                                           listeners: listeners, keepOld: keepOld, thread: thread, combined: false,
+                                           success: success)
+        }
+        let item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
         // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
         // are this moment, which it carries as its duration) instead of three — with or without interceptors.
         let combined = id != 0 && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
@@ -409,8 +427,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
         if chain == nil, listenersAreInline, !item.bypass {
             // Protocol-form interceptors only: through them, on this thread, without the batch buffers.
-            return applyInlineThroughLinks(item, updater, typed: typedLinks, listeners: listeners, keepOld: keepOld,
-                                           thread: thread, combined: combined, success: success)
+            return applyInlineThroughLinks(item, updater, parentID: parentID, typed: typedLinks, listeners: listeners,
+                                           keepOld: keepOld, thread: thread, combined: combined, success: success)
         }
         keepOldStates = keepOld
         let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
@@ -563,42 +581,57 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Applies an updater inline through the protocol-form interceptors (no closure chain, inline listeners): the
     /// chain's end applies it and tells the listeners, as an updater without interceptors is (so an interceptor that
     /// throws after `next` reports an item that was applied and whose change the listeners were told). `updater` is
-    /// `item.updater` opened to its type: with `typed`, the interceptors get it in their typed form. Called with the
-    /// lane held; gives it back. (Never inlined: in `enqueueUpdater`'s body it changed how the common paths there
+    /// the dispatched updater: with `typed`, the interceptors get it in their typed form. `trace` is its lane item
+    /// when traced, else ``UntracedRun`` (an untraced updater gets no lane item: it would box the updater in an
+    /// existential, copy it and destroy both). Called with the lane held; gives it back. (Never inlined: in `enqueueUpdater`'s body it changed how the common paths there
     /// were optimised — a traced dispatch cost ~110 instructions more.)
     @inlinable @inline(never)
-    final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable>(
-        _ item: LaneItem, _ updater: U, typed: Bool, listeners: [ListenerBox<S>], keepOld: Bool, thread: UInt,
-        combined: Bool, success: V
+    final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
+        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, listeners: [ListenerBox<S>], keepOld: Bool,
+        thread: UInt, combined: Bool, success: V
     ) -> DispatchHandle<V> {
-        let started = item.id != 0 ? traceStart(item, lane: .updaterInline, combined: combined) : (0, 0)
-        var end = LinkEnd()
+        let started = trace.start(self, combined: combined)
         var thrown: (any Error)?
-        do {
-            if typed, let first = firstTypedLink {
-                try first._withUnsafeGuaranteedRef { link in
-                    try runTypedLinks(updater, link, end: { try self.typedLinkEnd($0, &end, listeners, keepOld, thread) },
-                                      erasedEnd: { try self.linkEnd($0, &end, listeners, keepOld, thread) })
-                }
-            } else {
-                try runLinks(item.updater, from: 0, end: { try self.linkEnd($0, &end, listeners, keepOld, thread) })
+        if typed, let first = firstTypedLink {
+            var run = TypedRun(store: self, first: first, keepOld: keepOld, thread: thread)
+            do {
+                try withUnsafeMutablePointer(to: &run) { try Self.runTypedLinks(updater, $0, listeners) }
+            } catch {
+                thrown = error
             }
+            return finishInlineRun(trace, updater, parentID: parentID, run.end, thrown: thrown, combined: combined,
+                                   started: started, thread: thread, success: success)
+        }
+        var end = LinkEnd()
+        do {
+            try runLinks(updater, from: 0, end: { try self.linkEnd($0, &end, listeners, keepOld, thread) })
         } catch {
             thrown = error
         }
+        return finishInlineRun(trace, updater, parentID: parentID, end, thrown: thrown, combined: combined,
+                               started: started, thread: thread, success: success)
+    }
+
+    /// The end of `applyInlineThroughLinks`: traces the outcome, gives the lane back and returns the handle.
+    @inlinable @inline(__always)
+    final func finishInlineRun<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
+        _ trace: T, _ updater: U, parentID: UInt64, _ end: borrowing LinkEnd, thrown: (any Error)?,
+        combined: Bool, started: (started: UInt64, parallelism: UInt32), thread: UInt, success: V
+    ) -> DispatchHandle<V> {
         if thrown == nil, end.applied {
             // Passed on and applied: the common case, without building a lane result.
-            if item.id != 0 { traceFinish(item, lane: .updaterInline, combined: combined, started: started, outcome: .ok) }
+            trace.finish(self, combined: combined, started: started, outcome: .ok, failure: nil)
             releaseLane(thread: thread)
             return DispatchHandle(resolved: .success(success))
         }
-        let (result, outcome) = chainResult(item.updater, thrown: thrown, nextCalled: end.nextCalled, applied: end.applied,
+        let (result, outcome) = chainResult(updater, thrown: thrown, nextCalled: end.nextCalled, applied: end.applied,
                                             replacement: end.replacement)
-        if item.id != 0 {
-            if case let .done(error?) = result { traceFailure(item.id, error) }
-            traceFinish(item, lane: .updaterInline, combined: combined, started: started, outcome: outcome)
+        if case let .done(error?) = result {
+            trace.finish(self, combined: combined, started: started, outcome: outcome, failure: error)
+        } else {
+            trace.finish(self, combined: combined, started: started, outcome: outcome, failure: nil)
         }
-        let handle = inlineHandle(result, success: success, parentID: item.parentID)
+        let handle = inlineHandle(result, success: success, parentID: parentID)
         releaseLane(thread: thread)
         return handle
     }
@@ -1001,22 +1034,78 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// An inline run through the leading typed interceptors: what their `next` and `forward` need, in one place on the
+    /// caller's stack, so each is a closure over a pointer to it (and the listeners, borrowed: loaded from here they
+    /// would be retained around every call that could change them).
+    @usableFromInline
+    struct TypedRun {
+        /// Unretained: the caller holds the store (a strong copy of it is a side-table retain: the store has weak
+        /// references).
+        @usableFromInline let store: Unmanaged<PartialStore<S>>
+        /// The link whose interceptor is running: set before each call and restored after it (the calls nest).
+        @usableFromInline var current: Unmanaged<TypedLink>
+        @usableFromInline var end = LinkEnd()
+        @usableFromInline let keepOld: Bool
+        @usableFromInline let thread: UInt
+
+        @inlinable
+        init(store: PartialStore<S>, first: Unmanaged<TypedLink>, keepOld: Bool, thread: UInt) {
+            self.store = Unmanaged.passUnretained(store)
+            self.current = first
+            self.keepOld = keepOld
+            self.thread = thread
+        }
+    }
+
     /// Runs the protocol-form interceptors on a state updater, the leading typed ones in their typed form: while each
-    /// passes the updater on with `next`, it stays of its type `U` and `end` applies it specialised; from the first
-    /// erased interceptor on, or what an interceptor forwards instead, the rest of the chain runs erased to `erasedEnd`.
+    /// passes the updater on with `next`, it stays of its type `U` and the chain's end applies it specialised; from
+    /// the first erased interceptor on, or what an interceptor forwards instead, the rest of the chain runs erased.
+    /// One `next` and one `forward` serve every link (each a closure over `run`), and interceptors are borrowed from
+    /// the nodes' `let`s with the list followed without reference counting.
     @inlinable
-    final func runTypedLinks<U: AnyStateUpdater>(
-        _ updater: U, _ link: TypedLink, end: (U) throws -> Void, erasedEnd: (any Dispatchable) throws -> Void
+    static func runTypedLinks<U: AnyStateUpdater>(
+        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
     ) throws {
-        // The interceptor is borrowed from the node's `let` (an element of a buffer or array was copied out and
-        // destroyed around each call).
-        try link.interceptor.intercept(updater, next: { passed in
-            if let next = link.next {
-                return try next._withUnsafeGuaranteedRef { try runTypedLinks(passed, $0, end: end, erasedEnd: erasedEnd) }
+        func forward(_ item: any Dispatchable) throws {
+            let index = run.pointee.current._withUnsafeGuaranteedRef { $0.index }
+            try run.pointee.store._withUnsafeGuaranteedRef {
+                try $0.runLinks(item, from: index + 1) { try erasedEnd($0, run, listeners) }
             }
-            if link.isLast { return try end(passed) }
-            try runLinks(passed, from: link.index + 1, end: erasedEnd)
-        }, forward: { try runLinks($0, from: link.index + 1, end: erasedEnd) })
+        }
+        func next(_ passed: U) throws {
+            let link = run.pointee.current
+            let (following, index, isLast) = link._withUnsafeGuaranteedRef { ($0.next, $0.index, $0.isLast) }
+            guard let following else {
+                if isLast { return try typedEnd(passed, run, listeners) }
+                return try run.pointee.store._withUnsafeGuaranteedRef {
+                    try $0.runLinks(passed, from: index + 1) { try erasedEnd($0, run, listeners) }
+                }
+            }
+            run.pointee.current = following
+            defer { run.pointee.current = link }
+            try following._withUnsafeGuaranteedRef { try $0.interceptor.intercept(passed, next: next, forward: forward) }
+        }
+        try run.pointee.current._withUnsafeGuaranteedRef {
+            try $0.interceptor.intercept(updater, next: next, forward: forward)
+        }
+    }
+
+    @inlinable
+    static func typedEnd<U: AnyStateUpdater>(
+        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
+    ) throws {
+        try run.pointee.store._withUnsafeGuaranteedRef {
+            try $0.typedLinkEnd(updater, &run.pointee.end, listeners, run.pointee.keepOld, run.pointee.thread)
+        }
+    }
+
+    @inlinable
+    static func erasedEnd(
+        _ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
+    ) throws {
+        try run.pointee.store._withUnsafeGuaranteedRef {
+            try $0.linkEnd(item, &run.pointee.end, listeners, run.pointee.keepOld, run.pointee.thread)
+        }
     }
 
     /// Runs the protocol-form interceptors from `index` on; the last one's `next` calls `end`.

@@ -98,3 +98,36 @@ final class ListenerBox<S: State>: Sendable {
         if active.load(ordering: .acquiring) { listener(new, new) }
     }
 }
+
+/// How an inline run through the protocol-form interceptors is traced: by its lane item, or not at all
+/// (``UntracedRun``, whose calls vanish once specialised).
+@usableFromInline
+protocol InlineRunTrace {
+    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32)
+    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+                          outcome: DispatchOutcome, failure: (any Error)?)
+}
+
+@usableFromInline
+struct UntracedRun: InlineRunTrace {
+    @inlinable init() {}
+    @inlinable
+    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) { (0, 0) }
+    @inlinable
+    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+                          outcome: DispatchOutcome, failure: (any Error)?) {}
+}
+
+extension LaneItem: InlineRunTrace {
+    @inlinable
+    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+        id != 0 ? store.traceStart(self, lane: .updaterInline, combined: combined) : (0, 0)
+    }
+    @inlinable
+    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+                          outcome: DispatchOutcome, failure: (any Error)?) {
+        guard id != 0 else { return }
+        if let failure { store.traceFailure(id, failure) }
+        store.traceFinish(self, lane: .updaterInline, combined: combined, started: started, outcome: outcome)
+    }
+}
