@@ -1114,7 +1114,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     static func typedEnd<U: AnyStateUpdater>(
         _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
     ) throws {
@@ -1123,7 +1123,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
-    @inlinable
+    @inlinable @inline(never)
     static func erasedEnd(
         _ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
     ) throws {
