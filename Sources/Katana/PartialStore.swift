@@ -499,27 +499,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         init(_ interceptor: any DispatchInterceptor) { self.interceptor = interceptor }
     }
 
-    /// A typed interceptor of the configuration and the typed one after it (`nil` after the last typed one); `index`
-    /// is its place in `links`, from which an erased continuation starts, and `isLast` says no interceptor follows.
-    @usableFromInline
-    final class TypedLink {
-        @usableFromInline let interceptor: any TypedDispatchInterceptor
-        /// `owner` unretained, to follow the list without reference counting.
-        @usableFromInline let next: Unmanaged<TypedLink>?
-        @usableFromInline let index: Int
-        @usableFromInline let isLast: Bool
-        /// Keeps the rest of the list alive.
-        let owner: TypedLink?
-
-        init(_ interceptor: any TypedDispatchInterceptor, index: Int, next: TypedLink?, isLast: Bool) {
-            self.interceptor = interceptor
-            self.index = index
-            self.owner = next
-            self.next = next.map { Unmanaged.passUnretained($0) }
-            self.isLast = isLast
-        }
-    }
-
     /// What the end of an inline run through the protocol-form interceptors saw: whether `next` reached it (a second
     /// call dispatches anew), whether it applied the updater, and what an interceptor forwarded instead of one.
     /// Trivial, so nothing has to destroy it (a value of a type nested in the generic store is destroyed through its
@@ -1107,10 +1086,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             }
             run.pointee.current = following
             defer { run.pointee.current = link }
-            try following._withUnsafeGuaranteedRef { try $0.interceptor.intercept(passed, next: next, forward: forward) }
+            try following._withUnsafeGuaranteedRef { try $0.intercept(passed, next: next, forward: forward) }
         }
         try run.pointee.current._withUnsafeGuaranteedRef {
-            try $0.interceptor.intercept(updater, next: next, forward: forward)
+            try $0.intercept(updater, next: next, forward: forward)
         }
     }
 
@@ -1397,7 +1376,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             let typed = Array(bound.prefix { $0 is any TypedDispatchInterceptor })
             var list: TypedLink?
             for (index, link) in typed.enumerated().reversed() {
-                list = TypedLink(link as! any TypedDispatchInterceptor, index: index, next: list, isLast: index == bound.count - 1)
+                list = makeTypedLink(link as! any TypedDispatchInterceptor, index: index, next: list,
+                                     isLast: index == bound.count - 1)
             }
             firstTypedLink = list.map { Unmanaged.passRetained($0) }
         }
