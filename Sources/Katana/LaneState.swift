@@ -1,14 +1,33 @@
+import Synchronization
+
+/// Whether a thread holds the lane, and whether updaters were queued in it since it was taken: one atomic byte, so
+/// a holder that finds nothing queued gives the lane back with one compare-and-swap instead of taking `laneLock`
+/// (``LaneState/releaseIfNothingQueued()``). Everything else that changes it does so with `laneLock` held; a
+/// producer that queues sets `queued` by compare-and-swap, so it either lands before that give-back (which then
+/// fails, and the holder takes the lock and combines) or sees the lane idle and takes it.
+@usableFromInline
+final class LaneWord: Sendable {
+    @usableFromInline static let busy: UInt8 = 1
+    @usableFromInline static let queued: UInt8 = 2
+    @usableFromInline let bits = Atomic<UInt8>(0)
+    @usableFromInline init() {}
+}
+
 /// The updater lane's rules, as a value: who holds the lane, what waits in it, what is held before the store is
 /// ready, and the flood policy. Each mutating transition says what the caller must do next; the caller holds the
-/// store's `laneLock` around every call and does the work (applying, tracing, waking, waiting) outside. No
-/// threads, clocks or locks in here, so every rule is unit-tested as plain values (`LaneStateTests`).
+/// store's `laneLock` around every call (except ``releaseIfNothingQueued()``) and does the work (applying, tracing,
+/// waking, waiting) outside. No threads, clocks or locks in here, so every rule is unit-tested as plain values
+/// (`LaneStateTests`).
 @usableFromInline
 struct LaneState {
     /// Updaters waiting for the lane, oldest first.
     @usableFromInline var pending = LaneQueue()
-    /// Whether a thread holds the lane (it alone applies updaters), and which one.
-    @usableFromInline var busy = false
+    /// Whether a thread holds the lane (it alone applies updaters), and whether updaters were queued meanwhile.
+    @usableFromInline let word: LaneWord
+    /// The thread that holds the lane (meaningful while `busy`).
     @usableFromInline var owner: UInt = 0
+    /// Whether a thread holds the lane.
+    @inlinable var busy: Bool { word.bits.load(ordering: .acquiring) & LaneWord.busy != 0 }
     /// Reset handle cells for queued updaters, handed over by the lane holder (`PartialStore.recycleCells`).
     @usableFromInline var spareCells: [HandleCell] = []
     /// Items dispatched before the store was ready; `nil` once it is.
@@ -24,7 +43,10 @@ struct LaneState {
     /// producer, must not hold producers, let alone deadlock them).
     @usableFromInline var stalledAt: UInt64 = .max
 
-    @inlinable init(backlogLimit: Int?) { self.backlogLimit = backlogLimit.map { Swift.max($0, 1) } ?? .max }
+    @inlinable init(backlogLimit: Int?, word: LaneWord = LaneWord()) {
+        self.backlogLimit = backlogLimit.map { Swift.max($0, 1) } ?? .max
+        self.word = word
+    }
 
     @inlinable var isHeld: Bool { held != nil }
 
@@ -49,9 +71,15 @@ struct LaneState {
     @inlinable @inline(__always)
     mutating func arrive(thread: UInt, ignoringHeld: Bool = false, canWait: Bool = true) -> Arrival {
         if !ignoringHeld, isHeld { return .hold }
-        if busy {
+        var bits = word.bits.load(ordering: .acquiring)
+        while bits & LaneWord.busy != 0 {
             if canWait, mustWaitForRoom(thread: thread) { return .waitForRoom }
-            return .enqueue
+            // Marks the lane as having work queued (the caller queues it before giving `laneLock` up), unless the
+            // holder gave the lane back meanwhile: then take it.
+            let (done, seen) = word.bits.compareExchange(expected: bits, desired: bits | LaneWord.queued,
+                                                         ordering: .acquiringAndReleasing)
+            if done { return .enqueue }
+            bits = seen
         }
         take(thread: thread)
         return pending.isEmpty ? .applyInline : .enqueueAndCombine
@@ -74,6 +102,8 @@ struct LaneState {
     }
 
     @inlinable mutating func hold(_ item: HeldItem) { held?.append(item) }
+    /// Queues an updater. The caller arrived with `.enqueue` (which marked the word `queued`) or holds the lane and
+    /// combines (it gives the lane up with the lock, never with ``releaseIfNothingQueued()``).
     @inlinable mutating func enqueue(_ item: LaneItem) { pending.append(item) }
 
     /// Whether producers waiting for room should be woken: the backlog is down to half the limit, or the lane was
@@ -94,10 +124,17 @@ struct LaneState {
     mutating func release(thread: UInt) -> Release {
         assertHeld(by: thread)
         if pending.isEmpty {
-            busy = false
+            giveUp()
             return .released
         }
         return .combine
+    }
+
+    /// The holder's give-back without `laneLock`: succeeds when no updater was queued since the lane was taken (the
+    /// word is exactly `busy`); otherwise the caller takes the lock and calls ``release(thread:)``.
+    @inlinable @inline(__always)
+    func releaseIfNothingQueued() -> Bool {
+        word.bits.compareExchange(expected: LaneWord.busy, desired: 0, ordering: .releasing).exchanged
     }
 
     /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `false`:
@@ -106,7 +143,7 @@ struct LaneState {
     mutating func takeBatch(thread: UInt, upTo limit: Int, into buffer: inout [LaneItem]) -> Bool {
         assertHeld(by: thread)
         if pending.isEmpty {
-            busy = false
+            giveUp()
             return false
         }
         pending.take(upTo: limit, into: &buffer)
@@ -119,7 +156,7 @@ struct LaneState {
     @inlinable
     mutating func endTurn(thread: UInt) -> Bool {
         assertHeld(by: thread)
-        busy = false
+        giveUp()
         return !pending.isEmpty
     }
 
@@ -143,11 +180,20 @@ struct LaneState {
         return items
     }
 
+    /// With `laneLock` held and the lane not busy, nobody else changes the word (producers change it only under
+    /// the lock, the holder's lock-free give-back only while it is busy): plain stores.
     @inlinable @inline(__always)
     mutating func take(thread: UInt) {
         assert(!busy, "the lane was taken twice")
-        busy = true
+        word.bits.store(pending.isEmpty ? LaneWord.busy : LaneWord.busy | LaneWord.queued, ordering: .releasing)
         owner = thread
+    }
+
+    /// The holder gives the lane up with `laneLock` held, leaving `queued` set if work is left for the next holder
+    /// (so a lock-free give-back never skips it).
+    @inlinable @inline(__always)
+    mutating func giveUp() {
+        word.bits.store(pending.isEmpty ? 0 : LaneWord.queued, ordering: .releasing)
     }
 
     /// Debug builds check that only the lane's holder does the holder's work (swift-nio's habit for event loops).

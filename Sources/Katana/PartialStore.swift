@@ -63,6 +63,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     /// The lane's rules and state (see `LaneState`): taken, released and queued only under `laneLock`.
     @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
+    /// The lane's busy/queued word (`lane.word`), reached without touching `lane`: the holder gives an idle lane back
+    /// through it without `laneLock`.
+    @usableFromInline final let laneWord = LaneWord()
     /// Where producers wait for room in a full lane (the flood policy).
     @usableFromInline final let room: Lock.Condition
     @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []  // laneLock
@@ -119,7 +122,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         self.listenersAreInline = configuration.listenerExecutor.isInline
         self.sideEffects = SideEffectRegistry(tracer: tracer, budgets: configuration.latencyBudgets)
         self.room = Lock.Condition(laneLock)
-        self.lane = LaneState(backlogLimit: configuration.backlogLimit)
+        self.lane = LaneState(backlogLimit: configuration.backlogLimit, word: laneWord)
         weakStore.host = self
     }
 
@@ -717,6 +720,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Gives the lane up; items that arrived meanwhile are applied first (see `combine`).
     @inlinable @inline(__always)
     final func releaseLane(thread: UInt = currentThreadID) {
+        // Nothing queued since the lane was taken (the common case): give it back without the lock.
+        if laneWord.bits.compareExchange(expected: LaneWord.busy, desired: 0, ordering: .releasing).exchanged { return }
         laneLock.lock()
         let release = lane.release(thread: thread)
         laneLock.unlock()

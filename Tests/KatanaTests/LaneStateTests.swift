@@ -62,6 +62,44 @@ import Testing
         #expect(!lane.busy)
     }
 
+    @Test func aHolderGivesTheLaneBackWithoutTheLockOnlyWhenNothingWasQueuedSinceItTookIt() {
+        var lane = ready()
+        let took = lane.arrive(thread: a)
+        #expect(took == .applyInline)
+        #expect(lane.releaseIfNothingQueued())
+        #expect(!lane.busy)
+        // Another dispatcher takes the idle lane; one that arrives while it is busy marks it queued, so the holder's
+        // lock-free give-back fails and the locked release says to combine.
+        let tookAgain = lane.arrive(thread: b)
+        #expect(tookAgain == .applyInline)
+        let queued = lane.arrive(thread: c)
+        #expect(queued == .enqueue)
+        lane.enqueue(item(from: c))
+        #expect(!lane.releaseIfNothingQueued())
+        #expect(lane.busy && lane.owner == b)
+        let release = lane.release(thread: b)
+        #expect(release == .combine)
+        var batch: [LaneItem] = []
+        let first = lane.takeBatch(thread: b, upTo: 10, into: &batch)
+        #expect(first)
+        batch.removeAll()
+        let none = lane.takeBatch(thread: b, upTo: 10, into: &batch)
+        #expect(!none)
+        // Given up with the lock and nothing left: the mark is cleared, so the next holder gives back lock-free.
+        let clean = lane.arrive(thread: a)
+        #expect(clean == .applyInline)
+        #expect(lane.releaseIfNothingQueued())
+        // A turn that ends with work left leaves the mark, and whoever takes the lane next starts marked.
+        let holder = lane.arrive(thread: a)
+        #expect(holder == .applyInline)
+        lane.enqueue(item(from: b))
+        let left = lane.endTurn(thread: a)
+        #expect(left)
+        let behind = lane.arrive(thread: c)
+        #expect(behind == .enqueueAndCombine)
+        #expect(!lane.releaseIfNothingQueued())
+    }
+
     @Test func aTurnThatRunsOutOfBudgetLeavesWorkForTheNextDispatcherOrTheQueue() {
         var lane = ready()
         let r14 = lane.arrive(thread: a)
