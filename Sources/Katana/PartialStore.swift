@@ -40,7 +40,8 @@ public protocol AnyStore: AnyObject, Sendable {
 public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendable {
     // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
     // beside it, or owned by the lane holder — the one thread that took the lane (`lane.busy`) under `laneLock`; ownership
-    // passes between threads only through `laneLock`, which orders the accesses. `chain` is written once, in
+    // passes between threads through `laneLock`, or through `laneWord` when a holder gives an idle lane back without
+    // the lock (a releasing compare-and-swap, seen by the next taker's acquiring load): either orders the accesses. `chain` is written once, in
     // `becomeReady`, before the store is marked ready under `laneLock`, and only read after that.
 
     /// The identity stores report in traces (`store_ready`, `listeners_notified`).
@@ -61,7 +62,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
 
-    /// The lane's rules and state (see `LaneState`): taken, released and queued only under `laneLock`.
+    /// The lane's rules and state (see `LaneState`): taken, queued and released under `laneLock`, except that a
+    /// holder with nothing queued since it took the lane gives it back through `laneWord` alone.
     @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
     /// The lane's busy/queued word (`lane.word`), reached without touching `lane`: the holder gives an idle lane back
     /// through it without `laneLock`.
