@@ -41,8 +41,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
     // beside it, or owned by the lane holder — the one thread that took the lane (`lane.busy`) under `laneLock`; ownership
     // passes between threads through `laneLock`, or through `laneWord` when a holder gives an idle lane back without
-    // the lock (a releasing compare-and-swap, seen by the next taker's acquiring load): either orders the accesses. `chain` is written once, in
-    // `becomeReady`, before the store is marked ready under `laneLock`, and only read after that.
+    // the lock (a releasing compare-and-swap, seen by the next taker's acquiring load): either orders the accesses.
+    // `chain` is written once, in `becomeReady`, before the store is marked ready under `laneLock`, and only read
+    // after that.
 
     /// The identity stores report in traces (`store_ready`, `listeners_notified`).
     public final let storeID: UInt64
