@@ -11,13 +11,20 @@ final class LaneWord: Sendable {
     @usableFromInline static let queued: UInt8 = 2
     @usableFromInline let bits = Atomic<UInt8>(0)
     @usableFromInline init() {}
+
+    /// The holder's give-back without `laneLock`: succeeds when no updater was queued since the lane was taken (the
+    /// word is exactly `busy`); otherwise the caller takes the lock and calls ``LaneState/release(thread:)``.
+    @inlinable @inline(__always)
+    func releaseIfNothingQueued() -> Bool {
+        bits.compareExchange(expected: LaneWord.busy, desired: 0, ordering: .releasing).exchanged
+    }
 }
 
 /// The updater lane's rules, as a value: who holds the lane, what waits in it, what is held before the store is
 /// ready, and the flood policy. Each mutating transition says what the caller must do next; the caller holds the
 /// store's `laneLock` around every call (except ``releaseIfNothingQueued()``) and does the work (applying, tracing,
-/// waking, waiting) outside. No threads, clocks or locks in here, so every rule is unit-tested as plain values
-/// (`LaneStateTests`).
+/// waking, waiting) outside. No threads, clocks or locks in here (one atomic byte, ``LaneWord``), so every rule is
+/// unit-tested as plain values (`LaneStateTests`).
 @usableFromInline
 struct LaneState {
     /// Updaters waiting for the lane, oldest first.
@@ -130,12 +137,9 @@ struct LaneState {
         return .combine
     }
 
-    /// The holder's give-back without `laneLock`: succeeds when no updater was queued since the lane was taken (the
-    /// word is exactly `busy`); otherwise the caller takes the lock and calls ``release(thread:)``.
+    /// ``LaneWord/releaseIfNothingQueued()`` (the store calls it on the word directly, without touching `lane`).
     @inlinable @inline(__always)
-    func releaseIfNothingQueued() -> Bool {
-        word.bits.compareExchange(expected: LaneWord.busy, desired: 0, ordering: .releasing).exchanged
-    }
+    func releaseIfNothingQueued() -> Bool { word.releaseIfNothingQueued() }
 
     /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `false`:
     /// nothing was pending, and the lane is idle again.

@@ -533,6 +533,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// What an interceptor forwarded instead of an updater, kept by a ``LinkEnd`` until its run is over.
     @usableFromInline
     final class ReplacementBox {
         @usableFromInline let item: any Dispatchable
@@ -592,8 +593,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// throws after `next` reports an item that was applied and whose change the listeners were told). `updater` is
     /// the dispatched updater: with `typed`, the interceptors get it in their typed form. `trace` is its lane item
     /// when traced, else ``UntracedRun`` (an untraced updater gets no lane item: it would box the updater in an
-    /// existential, copy it and destroy both). Called with the lane held; gives it back. (Never inlined: in `enqueueUpdater`'s body it changed how the common paths there
-    /// were optimised — a traced dispatch cost ~110 instructions more.)
+    /// existential, copy it and destroy both). Called with the lane held; gives it back. (Never inlined: in
+    /// `enqueueUpdater`'s body it changed how the common paths there were optimised — a traced dispatch cost ~110
+    /// instructions more.)
     @inlinable @inline(never)
     final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
         _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, listeners: [ListenerBox<S>], keepOld: Bool,
@@ -724,7 +726,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @inlinable @inline(__always)
     final func releaseLane(thread: UInt = currentThreadID) {
         // Nothing queued since the lane was taken (the common case): give it back without the lock.
-        if laneWord.bits.compareExchange(expected: LaneWord.busy, desired: 0, ordering: .releasing).exchanged { return }
+        if laneWord.releaseIfNothingQueued() { return }
         laneLock.lock()
         let release = lane.release(thread: thread)
         laneLock.unlock()
@@ -1071,8 +1073,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Runs the protocol-form interceptors on a state updater, the leading typed ones in their typed form: while each
     /// passes the updater on with `next`, it stays of its type `U` and the chain's end applies it specialised; from
     /// the first erased interceptor on, or what an interceptor forwards instead, the rest of the chain runs erased.
-    /// One `next` and one `forward` serve every link (each a closure over `run`), and interceptors are borrowed from
-    /// the nodes' `let`s with the list followed without reference counting.
+    /// One `next` and one `forward` serve every link (each a closure over `run`); each link is called through its
+    /// class method (``TypedLinkOf``), and the list is followed without reference counting.
     @inlinable
     static func runTypedLinks<U: AnyStateUpdater>(
         _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
@@ -1101,6 +1103,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// The end for the updater passed on in its own type: applied specialised (inlined into `next`).
     @inlinable @inline(__always)
     static func typedEnd<U: AnyStateUpdater>(
         _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
@@ -1110,6 +1113,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// The end for an item passed on erased, or forwarded instead (rare: kept out of `next`).
     @inlinable @inline(never)
     static func erasedEnd(
         _ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]

@@ -108,6 +108,7 @@ protocol InlineRunTrace {
                           outcome: DispatchOutcome, failure: (any Error)?)
 }
 
+/// An untraced inline run: no lane item, nothing to emit.
 @usableFromInline
 struct UntracedRun: InlineRunTrace {
     @inlinable init() {}
@@ -160,6 +161,7 @@ class TypedLink {
     }
 }
 
+/// A link holding its interceptor as the interceptor's own type.
 @usableFromInline
 final class TypedLinkOf<I: TypedDispatchInterceptor>: TypedLink {
     @usableFromInline let interceptor: I
