@@ -396,37 +396,15 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         laneLock.unlock()
 
         if direct {
-            // The common case: no interceptors. Apply, hand the change straight to the listeners, and give the
-            // lane back, without touching the batch buffers.
-            let started = id != 0 ? traceStart(item, lane: .updaterInline, combined: combined) : (0, 0)
-            var failure: KatanaError?
-            lockStateForApplying(thread: thread)
-            if listeners.isEmpty {
-                do { try updater._apply(to: &_state) } catch { failure = error }
-                unlockStateAfterApplying()
-            } else if keepOld {
-                let old = _state
-                do { try updater._apply(to: &_state) } catch { failure = error }
-                let new = _state
-                unlockStateAfterApplying()
-                if failure == nil {
-                    for listener in listeners { listener.call(old, new) }
-                }
-            } else {
-                // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
-                do { try updater._apply(to: &_state) } catch { failure = error }
-                let new = _state
-                unlockStateAfterApplying()
-                if failure == nil {
-                    for listener in listeners { listener.call(new: new) }
-                }
+            // Traced, no interceptors: as the untraced direct path above, between the trace's start and end.
+            let started = traceStart(item, lane: .updaterInline, combined: combined)
+            let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread) {
+                (state: inout S) throws(KatanaError) in try updater._apply(to: &state)
             }
             // No listeners_notified here: an inline change reaches the listeners before its end event.
-            if id != 0 {
-                if let failure { traceFailure(id, failure) }
-                traceFinish(item, lane: .updaterInline, combined: combined, started: started,
-                            outcome: failure == nil ? .ok : .error)
-            }
+            if let failure { traceFailure(id, failure) }
+            traceFinish(item, lane: .updaterInline, combined: combined, started: started,
+                        outcome: failure == nil ? .ok : .error)
             releaseLane(thread: thread)
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
@@ -444,11 +422,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         return handle
     }
 
-    /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners
-    /// (the direct path in `enqueueUpdater` spells the same steps out: calling this from there cost it ~40
-    /// instructions per dispatch).
-    /// (`apply` applies the updater: a closure, so the typed chain's end applies it specialised and the erased one
-    /// through its witness, with one body here.)
+    /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners.
+    /// (`apply` applies the updater: a closure, so the direct paths and the typed chain's end apply it specialised
+    /// and the erased chain's end through its witness, with one body here.)
     @inlinable @inline(__always)
     final func applyAndNotify(listeners: [ListenerBox<S>], keepOld: Bool, thread: UInt,
                               _ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? {
@@ -1388,8 +1364,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             let typed = Array(bound.prefix { $0 is any TypedDispatchInterceptor })
             var list: TypedLink?
             for (index, link) in typed.enumerated().reversed() {
-                list = makeTypedLink(link as! any TypedDispatchInterceptor, index: index, next: list,
-                                     isLast: index == bound.count - 1)
+                let interceptor = link as! any TypedDispatchInterceptor
+                list = makeTypedLink(interceptor, index: index, next: list, isLast: index == bound.count - 1)
             }
             firstTypedLink = list.map { Unmanaged.passRetained($0) }
         }

@@ -178,12 +178,7 @@ final class TypedLinkOf<I: TypedDispatchInterceptor>: TypedLink {
     }
 }
 
-/// A link for `interceptor`, of its own type.
-func makeTypedLink(_ interceptor: any TypedDispatchInterceptor, index: Int, next: TypedLink?, isLast: Bool) -> TypedLink {
-    makeTypedLinkOf(interceptor, index: index, next: next, isLast: isLast)
-}
-
-private func makeTypedLinkOf<I: TypedDispatchInterceptor>(_ interceptor: I, index: Int, next: TypedLink?,
-                                                          isLast: Bool) -> TypedLink {
+/// A link for `interceptor`, holding it as its own type (an existential argument is opened).
+func makeTypedLink<I: TypedDispatchInterceptor>(_ interceptor: I, index: Int, next: TypedLink?, isLast: Bool) -> TypedLink {
     TypedLinkOf(interceptor, index: index, next: next, isLast: isLast)
 }
