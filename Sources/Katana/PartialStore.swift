@@ -829,8 +829,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         for item in finished { item.cell.resolveLocked(.failure(KatanaError.surfaced(item.error!))) }
         for index in drainBuffer.indices {
             guard let cell = drainBuffer[index].cell.take() else { continue }
-            cell.resolveAppliedLocked()
-            if cell.acceptsVoid { recyclable.append(cell) }
+            resolveAppliedLocked(cell)
         }
         completionLock.unlock()
         if !finished.isEmpty { finished.removeAll(keepingCapacity: true) }
@@ -856,12 +855,19 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             if let error = item.error {
                 item.cell.resolveLocked(.failure(KatanaError.surfaced(error)))
             } else {
-                item.cell.resolveAppliedLocked()
-                if item.cell.acceptsVoid { recyclable.append(item.cell) }
+                resolveAppliedLocked(item.cell)
             }
         }
         completionLock.unlock()
         finished.removeAll(keepingCapacity: true)
+    }
+
+    /// Resolves an applied updater's cell with `()`, and offers it for reuse when it accepts `()` (``recycleCells``
+    /// checks it one batch later). `completionLock` held; called by the lane holder.
+    @inlinable @inline(__always)
+    final func resolveAppliedLocked(_ cell: HandleCell) {
+        cell.resolveAppliedLocked()
+        if cell.acceptsVoid { recyclable.append(cell) }
     }
 
     /// Cells of updaters resolved in the holder's previous batch whose handles are gone (the lane's reference is the
