@@ -1,3 +1,4 @@
+import Synchronization
 import Glibc
 
 /// Forwards an item to the rest of the interceptor chain (and, at its end, to the store).
@@ -114,6 +115,49 @@ enum InterceptionFrames {
         guard let raw = pthread_getspecific(interceptionFrameKey) else { return nil }
         let frame = raw.assumingMemoryBound(to: InterceptionFrame.self)
         return frame.pointee.store == store ? frame : nil
+    }
+}
+
+/// The end of a store's closure chain while an updater is applied inline through it: the store's last `next` (a
+/// closure made once, when the store became ready) finds the run in progress here instead of in thread-local storage
+/// and without loading the store's weak reference. Only the thread that holds the lane runs a chain inline, so the
+/// run is that thread's: it writes `thread` (its id) before the chain and 0 after, and `end`/`run` in between; any
+/// other thread reads a `thread` that is not its own id, and takes the slow path (a deferred `next`).
+@usableFromInline
+final class ClosureChainEnd: @unchecked Sendable {
+    // `end` and `run` are written and read only by the thread whose id is in `thread` (the lane holder), while it is
+    // there.
+    @usableFromInline let thread = Atomic<UInt>(0)
+    /// Applies (or keeps as the replacement) what reached the end; made by the store's specialised code, and
+    /// capturing nothing (the run is its second argument).
+    @usableFromInline @exclusivity(unchecked) var end: ((any Dispatchable, UnsafeMutableRawPointer) throws -> Void)?
+    @usableFromInline @exclusivity(unchecked) var run: UnsafeMutableRawPointer?
+
+    @usableFromInline init() {}
+
+    /// Runs `body` (the chain) with `run` as this thread's run in progress.
+    @inlinable
+    func with<R>(
+        _ run: UnsafeMutableRawPointer, thread: UInt, end: @escaping (any Dispatchable, UnsafeMutableRawPointer) throws -> Void,
+        _ body: () throws -> R
+    ) rethrows -> R {
+        self.end = end
+        self.run = run
+        self.thread.store(thread, ordering: .relaxed)
+        defer {
+            self.thread.store(0, ordering: .relaxed)
+            self.run = nil
+        }
+        return try body()
+    }
+
+    /// Whether `item` reached the end of a run in progress on this thread (and was handled there). `false`: the
+    /// call is deferred (made after the interceptor returned, or from another thread).
+    @inlinable
+    func handle(_ item: any Dispatchable) throws -> Bool {
+        guard thread.load(ordering: .relaxed) == currentThreadID, let run, let end else { return false }
+        try end(item, run)
+        return true
     }
 }
 

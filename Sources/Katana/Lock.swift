@@ -85,3 +85,11 @@ final class Lock: @unchecked Sendable {
         return try body()
     }
 }
+
+/// 64 bytes never read: placed between a class's stored properties (laid out in declaration order), it keeps the
+/// fields before it and after it off each other's cache lines.
+@usableFromInline
+struct CacheLinePad: Sendable {
+    @usableFromInline let bytes: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    @usableFromInline init() {}
+}

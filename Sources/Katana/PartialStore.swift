@@ -57,36 +57,15 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline final let stateLock = Lock(adaptive: true)
     /// Shared by every pending handle of this store.
     @usableFromInline final let completionLock = Lock()
-    /// The thread applying updaters under `stateLock` right now (0: none). Written only by that thread while it holds
-    /// the lock; another thread can only ever read a value that is not its own id, so a stale read is harmless.
-    @usableFromInline final let applyingThread = Atomic<UInt>(0)
-
-    @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
-
-    /// The lane's rules and state (see `LaneState`): taken, queued and released under `laneLock`, except that a
-    /// holder with nothing queued since it took the lane gives it back through `laneWord` alone.
-    @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
     /// The lane's busy/queued word (`lane.word`), reached without touching `lane`: the holder gives an idle lane back
     /// through it without `laneLock`.
     @usableFromInline final let laneWord = LaneWord()
     /// Where producers wait for room in a full lane (the flood policy).
     @usableFromInline final let room: Lock.Condition
-    @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []  // laneLock
 
-    @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
-    @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
-    /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
-    @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // laneLock
-    /// The lane holder's snapshot of `listenersNeedOldState` for the items it applies now.
-    @usableFromInline @exclusivity(unchecked) final var keepOldStates = false  // lane holder
-    /// New-state listeners only: a change was applied in this batch and not yet delivered.
-    @usableFromInline @exclusivity(unchecked) final var newStatePending = false  // lane holder
-    @usableFromInline @exclusivity(unchecked) final var finished: [FinishedUpdater] = []  // lane holder
-    /// Cells resolved in the holder's last batch, to reuse once their handles are gone (`recycleCells`).
-    @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
-    /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
-    @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
+    /// Where the chain's last `next` finds an updater's inline run through it (see ``ClosureChainEnd``).
+    @usableFromInline final let closureEnd = ClosureChainEnd()
     /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
     /// (Boxes referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
     /// called in place from its box's `let`, where an element was copied out and destroyed around each call. Written
@@ -111,6 +90,50 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// A native provider's `updater_inline`, called directly with the name's bytes (no event value, no retains).
     @usableFromInline final let nativeUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
+
+    /// A context of the store's own types with no scope, set by `Store.init` before the store is shared (see
+    /// `ScopedSideEffectContext`).
+    @usableFromInline @exclusivity(unchecked) final var contextPrototype: (any ScopedSideEffectContext)!
+
+    /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
+    /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
+    /// effects dispatched from one thread while others apply updaters otherwise contend for.
+    @usableFromInline final let readyForSideEffects = Atomic<Bool>(false)
+
+    // The fields above are read on every dispatch and written only before the store is shared (or once before it is
+    // ready). The two groups below are written on every dispatch — the lane's by every producer, the holder's by the
+    // thread applying — so each sits on cache lines of its own: with them interleaved, a producer reading `laneLock`
+    // or `intercepting` missed its cache on every dispatch because the holder had just written `_state` or `lane` next
+    // to it (the pads are never read).
+    @usableFromInline final let padBeforeLane = CacheLinePad()
+
+    /// The lane's rules and state (see `LaneState`): taken, queued and released under `laneLock`, except that a
+    /// holder with nothing queued since it took the lane gives it back through `laneWord` alone.
+    @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
+    @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []  // laneLock
+    /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
+    @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // laneLock
+
+    @usableFromInline final let padBeforeHolder = CacheLinePad()
+
+    /// The thread applying updaters under `stateLock` right now (0: none). Written only by that thread while it holds
+    /// the lock; another thread can only ever read a value that is not its own id, so a stale read is harmless.
+    @usableFromInline final let applyingThread = Atomic<UInt>(0)
+    @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
+    /// The lane holder's snapshot of `listenersNeedOldState` for the items it applies now.
+    @usableFromInline @exclusivity(unchecked) final var keepOldStates = false  // lane holder
+    /// New-state listeners only: a change was applied in this batch and not yet delivered.
+    @usableFromInline @exclusivity(unchecked) final var newStatePending = false  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var finished: [FinishedUpdater] = []  // lane holder
+    /// Cells resolved in the holder's last batch, to reuse once their handles are gone (`recycleCells`).
+    @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
+    /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
+    @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
+    /// Last of this class's fields: the one whose size depends on `S`, so every field above has an offset known at
+    /// compile time.
+    @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
+    @usableFromInline final let padAfterHolder = CacheLinePad()
 
     init(configuration: StoreConfiguration, tracer: any TraceBackend) {
         self.configuration = configuration
@@ -192,14 +215,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         contextPrototype.withScope(scope)
     }
 
-    /// A context of the store's own types with no scope, set by `Store.init` before the store is shared (see
-    /// `ScopedSideEffectContext`).
-    @usableFromInline @exclusivity(unchecked) final var contextPrototype: (any ScopedSideEffectContext)!
-
-    /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
-    /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
-    /// effects dispatched from one thread while others apply updaters otherwise contend for.
-    @usableFromInline final let readyForSideEffects = Atomic<Bool>(false)
 
     /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).
     public final var listenerCount: Int { laneLock.withLock { listeners.count } }
@@ -381,8 +396,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             releaseLane(thread: thread)
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
-        if id == 0, chain == nil, listenersAreInline, !bypassInterceptors {
-            // Untraced, protocol-form interceptors only: through them, on this thread, without a lane item.
+        if id == 0, listenersAreInline, !bypassInterceptors {
+            // Untraced, through the interceptors (of either form) on this thread, without a lane item.
             laneLock.unlock()
             return applyInlineThroughLinks(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
                                            listeners: listeners, keepOld: keepOld, thread: thread, combined: false,
@@ -409,8 +424,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
 
-        if chain == nil, listenersAreInline, !item.bypass {
-            // Protocol-form interceptors only: through them, on this thread, without the batch buffers.
+        if listenersAreInline, !item.bypass {
+            // Through the interceptors on this thread, without the batch buffers.
             return applyInlineThroughLinks(item, updater, parentID: parentID, typed: typedLinks, listeners: listeners,
                                            keepOld: keepOld, thread: thread, combined: combined, success: success)
         }
@@ -579,6 +594,28 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     ) -> DispatchHandle<V> {
         let started = trace.start(self, combined: combined)
         var thrown: (any Error)?
+        if let chain {
+            // Closures (after any protocol-form interceptors, erased): the chain's last `next` reaches this run
+            // through `closureEnd`.
+            var run = ClosureRun(store: Unmanaged.passUnretained(self), listeners: listeners, keepOld: keepOld, thread: thread)
+            let links = !self.links.isEmpty
+            do {
+                try withUnsafeMutablePointer(to: &run) { pointer in
+                    try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: thread, end: { item, raw in
+                        let run = raw.assumingMemoryBound(to: ClosureRun.self)
+                        try run.pointee.store._withUnsafeGuaranteedRef {
+                            try $0.linkEnd(item, &run.pointee.end, run.pointee.listeners, run.pointee.keepOld, run.pointee.thread)
+                        }
+                    }) {
+                        if links { try runLinks(updater, from: 0) { try chain($0) } } else { try chain(updater) }
+                    }
+                }
+            } catch {
+                thrown = error
+            }
+            return finishInlineRun(trace, updater, parentID: parentID, &run.end, thrown: thrown, combined: combined,
+                                   started: started, thread: thread, success: success)
+        }
         if typed, let first = firstTypedLink {
             var run = TypedRun(store: self, first: first, keepOld: keepOld, thread: thread)
             do {
@@ -1052,6 +1089,26 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// An updater's inline run through the closure chain, on the caller's stack: what the chain's last `next` needs
+    /// (reached through ``ClosureChainEnd``, so the closure made once in `becomeReady` applies it specialised).
+    @usableFromInline
+    struct ClosureRun {
+        /// Unretained: the caller holds the store.
+        @usableFromInline let store: Unmanaged<PartialStore<S>>
+        @usableFromInline var end = LinkEnd()
+        @usableFromInline let listeners: [ListenerBox<S>]
+        @usableFromInline let keepOld: Bool
+        @usableFromInline let thread: UInt
+
+        @inlinable
+        init(store: Unmanaged<PartialStore<S>>, listeners: [ListenerBox<S>], keepOld: Bool, thread: UInt) {
+            self.store = store
+            self.listeners = listeners
+            self.keepOld = keepOld
+            self.thread = thread
+        }
+    }
+
     /// Runs the protocol-form interceptors on a state updater, the leading typed ones in their typed form: while each
     /// passes the updater on with `next`, it stays of its type `U` and the chain's end applies it specialised; from
     /// the first erased interceptor on, or what an interceptor forwards instead, the rest of the chain runs erased.
@@ -1376,7 +1433,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             firstTypedLink = list.map { Unmanaged.passRetained($0) }
         }
         if let context, !interceptors.isEmpty {
+            let end = closureEnd
             let last: StoreInterceptorNext = { [weak self] item in
+                // An updater's inline run on this thread (no weak load, no thread-local lookup); else a side effect's
+                // or a queued item's interception (thread-local frame), or a deferred call.
+                if try end.handle(item) { return }
                 guard let self else { throw KatanaError.storeReleased }
                 try self.interceptedNext(item)
             }

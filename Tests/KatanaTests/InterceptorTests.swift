@@ -107,6 +107,33 @@ func recording(_ tag: String, into recorder: Recorder<String>) -> StoreIntercept
         #expect(passes.value == 1)
     }
 
+    /// An updater runs through the closures inline, on the dispatching thread; the chain's last `next` knows that
+    /// run by its thread. A `next` kept from an earlier dispatch and called from another thread meanwhile is a
+    /// deferred call: its item is dispatched anew, after the running one — never taken as the running one's `next`.
+    @Test func aKeptNextCalledFromAnotherThreadDuringADispatchIsDispatchedAnewAfterIt() async throws {
+        let kept = Recorder<StoreInterceptorNext>()
+        let interceptor: StoreInterceptor = { _ in { next in { item in
+            if let append = item as? Append {
+                if append.value == 1 { kept.append(next) }
+                if append.value == 2 {
+                    let returned = DispatchSemaphore(value: 0)
+                    let keptNext = kept.all.first
+                    Thread {
+                        try? keptNext?(Append(value: 3))
+                        returned.signal()
+                    }.start()
+                    returned.wait()
+                }
+            }
+            try next(item)
+        } } }
+        let store = makeStore(interceptors: [interceptor])
+        try await store.dispatch(Append(value: 1)).value
+        try await store.dispatch(Append(value: 2)).value
+        #expect(await eventually { store.state.log.count == 3 })
+        #expect(store.state.log == [1, 2, 3])
+    }
+
     @Test func middlewareWorksAsAnInterceptor() async throws {
         let seen = Recorder<String>()
         let middleware: StoreMiddleware = { getState, dispatch in { next in { action in
