@@ -566,6 +566,24 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// `linkEnd` where the dispatched updater's type `U` is known: an item of exactly that type (the dispatched updater
+    /// passed on, the common case) is applied specialised, where the erased end asks it for its updater and its side
+    /// effect through two witnesses and applies it through a third (~110 instructions); anything else goes the
+    /// erased way.
+    @inlinable @inline(__always)
+    final func linkEnd<U: AnyStateUpdater>(
+        _ forwarded: any Dispatchable, as _: U.Type, _ end: inout LinkEnd, _ listeners: [ListenerBox<S>], _ keepOld: Bool,
+        _ thread: UInt
+    ) throws {
+        if !end.nextCalled, let updater = sameType(forwarded, as: U.self) {
+            try applyAtLinkEnd(&end, listeners, keepOld, thread) { (state: inout S) throws(KatanaError) in
+                try updater._apply(to: &state)
+            }
+            return
+        }
+        try linkEnd(forwarded, &end, listeners, keepOld, thread)
+    }
+
     /// Both ends' first `next`: apply (through `apply`) and tell the listeners; a refusal is thrown back up the chain.
     @inlinable @inline(__always)
     final func applyAtLinkEnd(
@@ -604,7 +622,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                     try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: thread, end: { item, raw in
                         let run = raw.assumingMemoryBound(to: ClosureRun.self)
                         try run.pointee.store._withUnsafeGuaranteedRef {
-                            try $0.linkEnd(item, &run.pointee.end, run.pointee.listeners, run.pointee.keepOld, run.pointee.thread)
+                            try $0.linkEnd(item, as: U.self, &run.pointee.end, run.pointee.listeners, run.pointee.keepOld,
+                                           run.pointee.thread)
                         }
                     }) {
                         if links { try runLinks(updater, from: 0) { try chain($0) } } else { try chain(updater) }
@@ -628,7 +647,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
         var end = LinkEnd()
         do {
-            try runLinks(updater, from: 0, end: { try self.linkEnd($0, &end, listeners, keepOld, thread) })
+            try runLinks(updater, from: 0, end: { try self.linkEnd($0, as: U.self, &end, listeners, keepOld, thread) })
         } catch {
             thrown = error
         }
