@@ -211,9 +211,10 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
         #expect(seen.value == 4 * perThread)
     }
 
-    @Test func anInlineUpdaterThroughDispatchInterceptorsIsOneCombinedEventWithTheChainsOutcome() async throws {
+    @Test(arguments: placements)
+    func anInlineUpdaterThroughTheInterceptorsIsOneCombinedEventWithTheChainsOutcome(_ placement: InterceptorPlacement) async throws {
         let backend = InMemoryTraceBackend(combinesInlineUpdaters: true)
-        let store = InterceptorPlacement.configuration.store([Intercepting { item, next in
+        let store = placement.store([Intercepting { item, next in
             if item is Increment { return }
             try next(item)
         }], backend: backend)
