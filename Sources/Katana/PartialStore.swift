@@ -946,7 +946,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// A cell for a queued updater: a spare one if the lane has any, else a new one. Caller holds `laneLock`.
     @inlinable
     final func queuedUpdaterCell<V: Sendable>(for: V.Type) -> HandleCell {
-        if let cell = lane.spareCells.popLast() { return cell }  // spare cells accept `()`, as updater handles do
+        // Spare cells accept `()`: only a handle that takes `()` gets one (every updater's handle today; the check
+        // folds away in specialised code).
+        if V.self == Void.self || V.self == (any Sendable).self, let cell = lane.spareCells.popLast() { return cell }
         return makeCell(for: V.self)
     }
 
