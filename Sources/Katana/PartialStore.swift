@@ -1462,13 +1462,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                 guard let self else { throw KatanaError.storeReleased }
                 try self.interceptedNext(item)
             }
-            // Composed with a plain loop: through `map` and `reduce` (generic over the closure type) every link was
-            // stored re-abstracted, and each dispatch then went through two thunks per interceptor.
-            var handlers: [@Sendable (@escaping StoreInterceptorNext) -> StoreInterceptorChain] = []
-            for interceptor in interceptors { handlers.append(interceptor(context)) }
-            var next: StoreInterceptorChain = last
-            for handler in handlers.reversed() { next = handler(next) }
-            chain = next
+            chain = composeChain(interceptors, context: context, last: last)
         }
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
         while true {
@@ -1485,4 +1479,19 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             }
         }
     }
+}
+
+/// Composes Katana's interceptors into one chain ending in `last`. Generic over the chain's type on purpose: the
+/// interceptors arrive in an array, which holds function values in their most general form, and code that names
+/// their concrete type wraps each one taken out of it (and each `next` passed into it) in a re-abstraction thunk
+/// — two more thunk calls per link on every dispatch. Here every link stays in the array's form: only `last` is
+/// wrapped once going in, and the whole chain once coming out.
+@usableFromInline
+func composeChain<Context, Link>(
+    _ interceptors: [@Sendable (Context) -> @Sendable (Link) -> Link], context: Context, last: Link
+) -> Link {
+    let handlers = interceptors.map { $0(context) }
+    var next = last
+    for handler in handlers.reversed() { next = handler(next) }
+    return next
 }
