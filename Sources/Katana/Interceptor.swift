@@ -118,6 +118,17 @@ enum InterceptionFrames {
     }
 }
 
+/// An item passed along an interceptor chain as `U` when that is its very type (the existential opened, its type
+/// compared with `U`'s: no runtime cast).
+@inlinable
+func sameType<U: Dispatchable>(_ item: any Dispatchable, as _: U.Type) -> U? {
+    func opened<C: Dispatchable>(_ value: C) -> U? {
+        guard C.self == U.self else { return nil }
+        return unsafeBitCast(value, to: U.self)
+    }
+    return opened(item)
+}
+
 /// The end of a store's closure chain while an updater is applied inline through it: the store's last `next` (a
 /// closure made once, when the store became ready) finds the run in progress here instead of in thread-local storage
 /// and without loading the store's weak reference. Only the thread that holds the lane runs a chain inline, so the

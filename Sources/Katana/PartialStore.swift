@@ -215,7 +215,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         contextPrototype.withScope(scope)
     }
 
-
     /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).
     public final var listenerCount: Int { laneLock.withLock { listeners.count } }
 

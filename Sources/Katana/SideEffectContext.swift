@@ -110,17 +110,6 @@ func typedContext<S: State, D: SideEffectDependencyContainer>(
     throw KatanaError.contextTypeMismatch(expected: "\(SideEffectContext<S, D>.self)", got: "\(type(of: context))")
 }
 
-/// An item passed along an interceptor chain as `U` when that is its very type (the existential opened, its type
-/// compared with `U`'s: no runtime cast).
-@inlinable
-func sameType<U: Dispatchable>(_ item: any Dispatchable, as _: U.Type) -> U? {
-    func opened<C: Dispatchable>(_ value: C) -> U? {
-        guard C.self == U.self else { return nil }
-        return unsafeBitCast(value, to: U.self)
-    }
-    return opened(item)
-}
-
 /// `value` as a `T` when that is its very type: a comparison of two metadata pointers, where `as?` from an
 /// existential went through the runtime's general cast (~260 instructions per side effect).
 @inlinable
