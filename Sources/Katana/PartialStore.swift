@@ -566,21 +566,19 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     }
 
     /// `linkEnd` where the dispatched updater's type `U` is known: an item of exactly that type (the dispatched updater
-    /// passed on, the common case) is applied specialised, where the erased end asks it for its updater and its side
-    /// effect through two witnesses and applies it through a third (~110 instructions); anything else goes the
-    /// erased way.
+    /// passed on, the common case) takes the typed chain's end and is applied specialised, where the erased end asks it
+    /// for its updater and its side effect through two witnesses and applies it through a third (~110 instructions);
+    /// anything else goes the erased way.
     @inlinable @inline(__always)
     final func linkEnd<U: AnyStateUpdater>(
         _ forwarded: any Dispatchable, as _: U.Type, _ end: inout LinkEnd, _ listeners: [ListenerBox<S>], _ keepOld: Bool,
         _ thread: UInt
     ) throws {
-        if !end.nextCalled, let updater = sameType(forwarded, as: U.self) {
-            try applyAtLinkEnd(&end, listeners, keepOld, thread) { (state: inout S) throws(KatanaError) in
-                try updater._apply(to: &state)
-            }
-            return
+        if let updater = sameType(forwarded, as: U.self) {
+            try typedLinkEnd(updater, &end, listeners, keepOld, thread)
+        } else {
+            try linkEnd(forwarded, &end, listeners, keepOld, thread)
         }
-        try linkEnd(forwarded, &end, listeners, keepOld, thread)
     }
 
     /// Both ends' first `next`: apply (through `apply`) and tell the listeners; a refusal is thrown back up the chain.
