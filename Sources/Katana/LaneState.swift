@@ -2,7 +2,7 @@ import Synchronization
 
 /// Whether a thread holds the lane, and whether updaters were queued in it since it was taken: one atomic byte, so
 /// a holder that finds nothing queued gives the lane back with one compare-and-swap instead of taking `laneLock`
-/// (``LaneState/releaseIfNothingQueued()``). Everything else that changes it does so with `laneLock` held; a
+/// (``releaseIfNothingQueued()``). Everything else that changes it does so with `laneLock` held; a
 /// producer that queues sets `queued` by compare-and-swap, so it either lands before that give-back (which then
 /// fails, and the holder takes the lock and combines) or sees the lane idle and takes it.
 @usableFromInline
@@ -22,9 +22,9 @@ final class LaneWord: Sendable {
 
 /// The updater lane's rules, as a value: who holds the lane, what waits in it, what is held before the store is
 /// ready, and the flood policy. Each mutating transition says what the caller must do next; the caller holds the
-/// store's `laneLock` around every call (except ``releaseIfNothingQueued()``) and does the work (applying, tracing,
-/// waking, waiting) outside. No threads, clocks or locks in here (one atomic byte, ``LaneWord``), so every rule is
-/// unit-tested as plain values (`LaneStateTests`).
+/// store's `laneLock` around every call and does the work (applying, tracing, waking, waiting) outside; the holder's
+/// lock-free give-back is ``LaneWord/releaseIfNothingQueued()``. No threads, clocks or locks in here (one atomic
+/// byte, ``LaneWord``), so every rule is unit-tested as plain values (`LaneStateTests`).
 @usableFromInline
 struct LaneState {
     /// Updaters waiting for the lane, oldest first.
@@ -110,7 +110,7 @@ struct LaneState {
 
     @inlinable mutating func hold(_ item: HeldItem) { held?.append(item) }
     /// Queues an updater. The caller arrived with `.enqueue` (which marked the word `queued`) or holds the lane and
-    /// combines (it gives the lane up with the lock, never with ``releaseIfNothingQueued()``).
+    /// combines (it gives the lane up with the lock, never with ``LaneWord/releaseIfNothingQueued()``).
     @inlinable mutating func enqueue(_ item: LaneItem) { pending.append(item) }
 
     /// Whether producers waiting for room should be woken: the backlog is down to half the limit, or the lane was
@@ -136,10 +136,6 @@ struct LaneState {
         }
         return .combine
     }
-
-    /// ``LaneWord/releaseIfNothingQueued()`` (the store calls it on the word directly, without touching `lane`).
-    @inlinable @inline(__always)
-    func releaseIfNothingQueued() -> Bool { word.releaseIfNothingQueued() }
 
     /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `false`:
     /// nothing was pending, and the lane is idle again.

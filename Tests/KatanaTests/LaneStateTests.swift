@@ -66,7 +66,7 @@ import Testing
         var lane = ready()
         let took = lane.arrive(thread: a)
         #expect(took == .applyInline)
-        #expect(lane.releaseIfNothingQueued())
+        #expect(lane.word.releaseIfNothingQueued())
         #expect(!lane.busy)
         // Another dispatcher takes the idle lane; one that arrives while it is busy marks it queued, so the holder's
         // lock-free give-back fails and the locked release says to combine.
@@ -75,7 +75,7 @@ import Testing
         let queued = lane.arrive(thread: c)
         #expect(queued == .enqueue)
         lane.enqueue(item(from: c))
-        #expect(!lane.releaseIfNothingQueued())
+        #expect(!lane.word.releaseIfNothingQueued())
         #expect(lane.busy && lane.owner == b)
         let release = lane.release(thread: b)
         #expect(release == .combine)
@@ -88,7 +88,7 @@ import Testing
         // Given up with the lock and nothing left: the mark is cleared, so the next holder gives back lock-free.
         let clean = lane.arrive(thread: a)
         #expect(clean == .applyInline)
-        #expect(lane.releaseIfNothingQueued())
+        #expect(lane.word.releaseIfNothingQueued())
         // A turn that ends with work left leaves the mark, and whoever takes the lane next starts marked.
         let holder = lane.arrive(thread: a)
         #expect(holder == .applyInline)
@@ -97,7 +97,7 @@ import Testing
         #expect(left)
         let behind = lane.arrive(thread: c)
         #expect(behind == .enqueueAndCombine)
-        #expect(!lane.releaseIfNothingQueued())
+        #expect(!lane.word.releaseIfNothingQueued())
     }
 
     @Test func aTurnThatRunsOutOfBudgetLeavesWorkForTheNextDispatcherOrTheQueue() {
