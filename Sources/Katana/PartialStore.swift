@@ -79,7 +79,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var intercepting = false  // written once before ready
 
     @usableFromInline final let sideEffects: SideEffectRegistry
-    @usableFromInline final let weakStore = WeakHost()
     @usableFromInline final let updaterQueue: DispatchQueue
     @usableFromInline final let listenersAreInline: Bool
     /// The backend takes an updater applied inline as one event at its end (`TraceBackend.combinesInlineUpdaters`).
@@ -91,9 +90,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline final let nativeUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
 
-    /// A context of the store's own types with no scope, set by `Store.init` before the store is shared (see
-    /// `ScopedSideEffectContext`).
-    @usableFromInline @exclusivity(unchecked) final var contextPrototype: (any ScopedSideEffectContext)!
+    /// A context of the store's own types with no scope (see `ScopedSideEffectContext`). A `let`: a side effect's
+    /// context is copied from it in place (read from a `var`, the existential was copied out first — one more copy of
+    /// the context, and a retain and release of the store's shared reference object, per side effect).
+    @usableFromInline final let contextPrototype: any ScopedSideEffectContext
 
     /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
     /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
@@ -135,8 +135,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
     @usableFromInline final let padAfterHolder = CacheLinePad()
 
-    init(configuration: StoreConfiguration, tracer: any TraceBackend) {
+    init(configuration: StoreConfiguration, tracer: any TraceBackend, contextPrototype: any ScopedSideEffectContext) {
         self.configuration = configuration
+        self.contextPrototype = contextPrototype
         self.tracer = tracer
         self.tracerCombinesInline = tracer.combinesInlineUpdaters
         let native = tracer as? NativeTraceBackend
@@ -149,7 +150,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         self.sideEffects = SideEffectRegistry(tracer: tracer, budgets: configuration.latencyBudgets)
         self.room = Lock.Condition(laneLock)
         self.lane = LaneState(backlogLimit: configuration.backlogLimit, word: laneWord)
-        weakStore.host = self
+        sideEffects.host = self
     }
 
     deinit {

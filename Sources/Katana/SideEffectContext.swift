@@ -16,9 +16,9 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     /// dependencies are a class or a one-word struct.
     @usableFromInline var scope: HandleCell?
 
-    @inlinable init(store: Store<S, D>, scope: HandleCell?) {
-        self.reference = store.reference
-        self.dependencies = store.dependencies
+    @inlinable init(reference: WeakStoreReference<S, D>, dependencies: D, scope: HandleCell?) {
+        self.reference = reference
+        self.dependencies = dependencies
         self.scope = scope
     }
 
@@ -105,17 +105,17 @@ public protocol AnySideEffectContext: Sendable {
 func typedContext<S: State, D: SideEffectDependencyContainer>(
     _ context: any AnySideEffectContext, _: S.Type, _: D.Type
 ) throws -> SideEffectContext<S, D> {
-    if let typed = exactly(context, as: SideEffectContext<S, D>.self) { return typed }
+    if type(of: context) == SideEffectContext<S, D>.self { return unchecked(context, as: SideEffectContext<S, D>.self) }
     if let typed = context as? SideEffectContext<S, D> { return typed }
     throw KatanaError.contextTypeMismatch(expected: "\(SideEffectContext<S, D>.self)", got: "\(type(of: context))")
 }
 
-/// `value` as a `T` when that is its very type: a comparison of two metadata pointers, where `as?` from an
-/// existential went through the runtime's general cast (~260 instructions per side effect).
+/// `value` as a `T`, which the caller checked is its very type (a comparison of two metadata pointers, where `as?`
+/// from an existential went through the runtime's general cast, ~260 instructions per side effect). Not an optional:
+/// returning `T?` from this unspecialised function (the existential opened) went through `T`'s enum witnesses.
 @inlinable
-func exactly<C: AnySideEffectContext, T>(_ value: C, as _: T.Type) -> T? {
-    guard C.self == T.self else { return nil }
-    return unsafeBitCast(value, to: T.self)
+func unchecked<C: AnySideEffectContext, T>(_ value: C, as _: T.Type) -> T {
+    unsafeBitCast(value, to: T.self)
 }
 
 extension AnySideEffectContext {

@@ -7,12 +7,12 @@ import Synchronization
 @usableFromInline
 final class SideEffectRegistry: @unchecked Sendable {
     // `first`, `running` (and the cells' `runningNext`/`runningPrevious`) and `closed` are guarded by `lock`;
-    // `tracer` is immutable.
+    // `tracer` is immutable; `host` is written once, in the store's init, before the store is shared.
     @usableFromInline let lock = Lock()
     /// The running side effects' cells, linked through their `runningNext`/`runningPrevious`: entering and leaving
     /// is a few pointer writes, where a dictionary hashed twice and churned its storage (~500 instructions per side
-    /// effect).
-    @usableFromInline @exclusivity(unchecked) var first: HandleCell?
+    /// effect). Unretained, as the links are: each cell is held by its task while it is in the list.
+    @usableFromInline @exclusivity(unchecked) var first: Unmanaged<HandleCell>?
     @usableFromInline @exclusivity(unchecked) var running = 0
     /// Set when the store is released: nothing more starts.
     @usableFromInline @exclusivity(unchecked) var closed = false
@@ -25,6 +25,11 @@ final class SideEffectRegistry: @unchecked Sendable {
     /// `tracer.wrapsSideEffectBodies`, read once.
     @usableFromInline let wrapsBodies: Bool
 
+    /// The store, weakly (set once in the store's init, before the store is shared; a weak load is atomic with
+    /// respect to the object's deinit). Here rather than in an object of its own: a side effect's task holds one
+    /// shared object fewer (a retain and a release on a line every pool thread touches).
+    @usableFromInline weak var host: (any SideEffectHost)?
+
     init(tracer: any TraceBackend, budgets: LatencyBudgets) {
         self.tracer = tracer
         self.budgets = budgets
@@ -36,12 +41,13 @@ final class SideEffectRegistry: @unchecked Sendable {
     /// Counts a side effect in; returns the number running with it, or nil once the store is gone.
     @inlinable
     func enter(_ cell: HandleCell) -> Int? {
+        let entering = Unmanaged.passUnretained(cell)
         lock.lock()
         defer { lock.unlock() }
         if closed { return nil }
         cell.runningNext = first
-        first?.runningPrevious = cell
-        first = cell
+        first?._withUnsafeGuaranteedRef { $0.runningPrevious = entering }
+        first = entering
         running &+= 1
         inFlight.store(running, ordering: .relaxed)
         return running
@@ -51,9 +57,9 @@ final class SideEffectRegistry: @unchecked Sendable {
     @inlinable
     func leave(_ cell: HandleCell) {
         lock.lock()
-        let next = cell.runningNext
-        if let previous = cell.runningPrevious { previous.runningNext = next } else { first = next }
-        next?.runningPrevious = cell.runningPrevious
+        let (next, previous) = (cell.runningNext, cell.runningPrevious)
+        if let previous { previous._withUnsafeGuaranteedRef { $0.runningNext = next } } else { first = next }
+        next?._withUnsafeGuaranteedRef { $0.runningPrevious = previous }
         cell.runningNext = nil
         cell.runningPrevious = nil
         running &-= 1
@@ -68,8 +74,8 @@ final class SideEffectRegistry: @unchecked Sendable {
         var cells: [HandleCell] = []
         var cell = first
         while let current = cell {
-            cells.append(current)
-            cell = current.runningNext
+            cells.append(current.takeUnretainedValue())  // alive: its task has not left the list yet
+            cell = current._withUnsafeGuaranteedRef { $0.runningNext }
         }
         lock.unlock()
         for cell in cells { cell.cancel() }
@@ -82,15 +88,6 @@ final class SideEffectRegistry: @unchecked Sendable {
 protocol SideEffectHost: AnyObject, Sendable {
     /// Runs the interceptors for a side effect, on its task, before its body.
     func intercept(_ item: SideEffectItem) -> SideEffectStep
-}
-
-/// A weak reference to a store that side-effect tasks can hold.
-@usableFromInline
-final class WeakHost: @unchecked Sendable {
-    // `host` is written once, in the store's init before the store is shared, and read-only afterwards (a weak
-    // load is atomic with respect to the object's deinit).
-    @usableFromInline weak var host: (any SideEffectHost)?
-    init() {}
 }
 
 /// What a side effect's task does after the interceptors ran.
@@ -109,11 +106,10 @@ extension PartialStore {
     @inlinable
     final func start(_ item: SideEffectItem) {
         let registry = sideEffects
-        let host = weakStore
         item.cell.traceID = item.id
         let task = item.id != 0 && registry.wrapsBodies
-            ? Task { await SideEffectRunner.runWrapped(item, registry: registry, host: host) }
-            : Task { await SideEffectRunner.run(item, registry: registry, host: host) }
+            ? Task { await SideEffectRunner.runWrapped(item, registry: registry) }
+            : Task { await SideEffectRunner.run(item, registry: registry) }
         item.cell.attach(task)
     }
 }
@@ -126,9 +122,9 @@ enum SideEffectRunner {
     /// thread's stack rather than in this async frame. The frame was 800 bytes with them inlined; together with
     /// the body's frames that overflowed the task allocator's first slab, one malloc more per side effect.
     @usableFromInline
-    static func run(_ item: SideEffectItem, registry: SideEffectRegistry, host: WeakHost) async {
+    nonisolated(nonsending) static func run(_ item: SideEffectItem, registry: SideEffectRegistry) async {
         guard let started = begin(item, registry: registry) else { return }
-        switch prepare(item, host: host) {
+        switch prepare(item, registry: registry) {
         case let .done(outcome, resolution?):
             finish(item, registry: registry, started: started, outcome: outcome, resolution: resolution)
         case let .done(outcome, nil):
@@ -199,20 +195,20 @@ enum SideEffectRunner {
     /// effect's task frames stay as they were (a wrapping call inside `run` cost every side effect one malloc).
     /// A backend that never calls the body cannot lose the side effect: it then runs unwrapped.
     @usableFromInline @inline(never)
-    static func runWrapped(_ item: SideEffectItem, registry: SideEffectRegistry, host: WeakHost) async {
+    static func runWrapped(_ item: SideEffectItem, registry: SideEffectRegistry) async {
         var ran = false
         _ = try? await registry.tracer.runSideEffectBody(id: item.id) {
             ran = true
-            await run(item, registry: registry, host: host)
+            await run(item, registry: registry)
             return ()
         }
-        if !ran { await run(item, registry: registry, host: host) }
+        if !ran { await run(item, registry: registry) }
     }
 
     /// The synchronous part: the store is retained only inside this call.
     @usableFromInline
-    static func prepare(_ item: SideEffectItem, host weakHost: WeakHost) -> SideEffectStep {
-        guard let host = weakHost.host else { return .done(.error, .failure(KatanaError.storeReleased)) }
+    static func prepare(_ item: SideEffectItem, registry: SideEffectRegistry) -> SideEffectStep {
+        guard let host = registry.host else { return .done(.error, .failure(KatanaError.storeReleased)) }
         return host.intercept(item)
     }
 }

@@ -53,9 +53,9 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
             { item in reference.store?.anyDispatch(item) ?? .rejected(KatanaError.storeReleased) },
             { reference.store?.state ?? S() }
         )
-        super.init(configuration: configuration, tracer: tracer)
+        super.init(configuration: configuration, tracer: tracer,
+                   contextPrototype: SideEffectContext(reference: reference, dependencies: dependencies, scope: nil))
         reference.store = self
-        contextPrototype = SideEffectContext(store: self, scope: nil)
         configuration.stateInitializerExecutor.run { [weak self] in
             guard let self else { return }
             self.becomeReady(initialState: stateInitializer(), interceptors: interceptors)

@@ -196,6 +196,39 @@ struct LoopUntilRejected: SideEffect {
         #expect(sawCancellation.value == 1, "the body saw Task.isCancelled")
     }
 
+    // The running side effects are an intrusive list (unretained links): leaving from its head, middle and tail
+    // must keep it whole, so releasing the store still reaches every side effect left in it.
+    @Test func releasingTheStoreCancelsTheSideEffectsStillRunningAfterOthersLeftFromAnywhereInTheList() async throws {
+        let sawCancellation = Counter()
+        let watcher = WeakBox<TestStore>()
+        var handles: [DispatchHandle<Void>] = []
+        do {
+            let store = makeStore()
+            watcher.object = store
+            for _ in 0..<5 {
+                handles.append(store.dispatch(SlowSideEffect(seconds: 120, sawCancellation: sawCancellation)))
+                // One at a time, so they enter the list in dispatch order (the last one is the list's head).
+                let running = handles.count
+                #expect(await eventually(seconds: 120) { store.sideEffectsRunning == running })
+            }
+            for index in [4, 2, 0] {  // the head, one in the middle, the tail
+                let handle = handles[index]
+                handle.cancel()
+                let outcome = await within(seconds: 120) { try await handle.value }
+                #expect(outcome.error is CancellationError, "side effect \(index): \(outcome)")
+            }
+            #expect(await eventually(seconds: 120) { store.sideEffectsRunning == 2 })
+        }
+        #expect(await eventually(seconds: 120) { watcher.object == nil }, "a running side effect kept the store alive")
+        for index in [1, 3] {
+            let handle = handles[index]
+            let outcome = await within(seconds: 120) { try await handle.value }
+            #expect(outcome.finished, "side effect \(index) was never cancelled when its store went away")
+            #expect(outcome.error is CancellationError || (outcome.error as? KatanaError) == .storeReleased, "\(outcome)")
+        }
+        #expect(sawCancellation.value == 5, "every body saw its cancellation")
+    }
+
     // Row 4: side effects in flight do not keep the store alive.
     @Test func theStoreDeinitialisesWithASideEffectInFlight() async throws {
         let ended = Recorder<String>()
