@@ -119,14 +119,14 @@ enum InterceptionFrames {
 }
 
 /// An item passed along an interceptor chain as `U` when that is its very type (the existential opened, its type
-/// compared with `U`'s: no runtime cast).
-@inlinable
+/// compared with `U`'s: no runtime cast). Opened twice, to compare and then to take the value, as `exactly` does
+/// for contexts: an opened function returning `U?` is unspecialised and went through `U`'s enum witnesses.
+@inlinable @inline(__always)
 func sameType<U: Dispatchable>(_ item: any Dispatchable, as _: U.Type) -> U? {
-    func opened<C: Dispatchable>(_ value: C) -> U? {
-        guard C.self == U.self else { return nil }
-        return unsafeBitCast(value, to: U.self)
-    }
-    return opened(item)
+    func matches<C: Dispatchable>(_: C) -> Bool { C.self == U.self }
+    func take<C: Dispatchable>(_ value: C) -> U { unsafeBitCast(value, to: U.self) }
+    guard matches(item) else { return nil }
+    return take(item)
 }
 
 /// The end of a store's closure chain while an updater is applied inline through it: the store's last `next` (a

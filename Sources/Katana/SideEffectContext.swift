@@ -105,18 +105,28 @@ public protocol AnySideEffectContext: Sendable {
 func typedContext<S: State, D: SideEffectDependencyContainer>(
     _ context: any AnySideEffectContext, _: S.Type, _: D.Type
 ) throws -> SideEffectContext<S, D> {
-    if type(of: context) == SideEffectContext<S, D>.self { return unchecked(context, as: SideEffectContext<S, D>.self) }
+    if let typed = exactly(context, as: SideEffectContext<S, D>.self) { return typed }
     if let typed = context as? SideEffectContext<S, D> { return typed }
     throw KatanaError.contextTypeMismatch(expected: "\(SideEffectContext<S, D>.self)", got: "\(type(of: context))")
 }
 
-/// `value` as a `T`, which the caller checked is its very type (a comparison of two metadata pointers, where `as?`
-/// from an existential went through the runtime's general cast, ~260 instructions per side effect). Not an optional:
-/// returning `T?` from this unspecialised function (the existential opened) went through `T`'s enum witnesses.
-@inlinable
-func unchecked<C: AnySideEffectContext, T>(_ value: C, as _: T.Type) -> T {
-    unsafeBitCast(value, to: T.self)
+/// `context` as a `T` when that is its very type: a comparison of two metadata pointers, where `as?` from an
+/// existential went through the runtime's general cast (~260 instructions per side effect). The existential is
+/// opened twice, to compare and then to take the value: one opened function returning `T?` (it is unspecialised —
+/// the opened type is known at run time only) went through `T`'s enum witnesses, and `type(of:)` through the
+/// runtime's dynamic-type lookup.
+@inlinable @inline(__always)
+func exactly<T>(_ context: any AnySideEffectContext, as _: T.Type) -> T? {
+    guard isExactly(context, T.self) else { return nil }
+    return unchecked(context, as: T.self)
 }
+
+@inlinable
+func isExactly<C: AnySideEffectContext, T>(_: C, _: T.Type) -> Bool { C.self == T.self }
+
+/// `value` as a `T`, which the caller checked is its very type.
+@inlinable
+func unchecked<C: AnySideEffectContext, T>(_ value: C, as _: T.Type) -> T { unsafeBitCast(value, to: T.self) }
 
 extension AnySideEffectContext {
     /// The typed context for a side effect declaring `S` and `D`; throws when the store has other types.
