@@ -27,13 +27,13 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
     /// storage need no run-time metadata lookup — unspecialised, those lookups cost ~1,300 instructions per side
     /// effect awaited.)
     @inlinable
-    public var value: Value {
+    public nonisolated(nonsending) var value: Value {
         get async throws { try await result.get() }
     }
 
     /// The item's outcome as a `Result`.
     @inlinable
-    public var result: Result<Value, any Error> {
+    public nonisolated(nonsending) var result: Result<Value, any Error> {
         get async {
             switch storage {
             case let .resolved(result): result
@@ -270,7 +270,7 @@ final class HandleCell: @unchecked Sendable {
     /// Waits for the outcome. A cancelled waiting task stops waiting at once with `CancellationError`; the item
     /// itself is not cancelled by that.
     @usableFromInline
-    func wait() async -> Outcome {
+    nonisolated(nonsending) func wait() async -> Outcome {
         lock.lock()
         if isDone {
             let outcome = outcome

@@ -28,7 +28,7 @@ final class SideEffectRegistry: @unchecked Sendable {
     /// The store, weakly (set once in the store's init, before the store is shared; a weak load is atomic with
     /// respect to the object's deinit). Here rather than in an object of its own: a side effect's task holds one
     /// shared object fewer (a retain and a release on a line every pool thread touches).
-    @usableFromInline weak var host: (any SideEffectHost)?
+    @usableFromInline @exclusivity(unchecked) weak var host: (any SideEffectHost)?
 
     init(tracer: any TraceBackend, budgets: LatencyBudgets) {
         self.tracer = tracer

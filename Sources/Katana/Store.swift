@@ -81,7 +81,7 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
 @usableFromInline
 final class WeakStoreReference<S: State, D: SideEffectDependencyContainer>: @unchecked Sendable {
     // Written once in Store.init, before the store is visible to any other thread; read-only afterwards.
-    @usableFromInline weak var store: Store<S, D>?
+    @usableFromInline @exclusivity(unchecked) weak var store: Store<S, D>?
     /// The store's trace backend, held strongly: `context.interval` asks it without loading the weak reference. A
     /// `let`, so reading it needs no exclusivity check.
     @usableFromInline let tracer: any TraceBackend
