@@ -92,4 +92,51 @@ import Testing
         #expect(resumed.value == 5)
         #expect(store.state.log == [0, 1])
     }
+
+    /// Awaiting a handle runs on the awaiting task's executor (`value`, `result` and the cell's wait are
+    /// `nonisolated(nonsending)`): inside an actor, the wait must suspend and leave the actor free for other calls,
+    /// and resume there with the item's outcome once the lane applies it.
+    @Test func aPendingHandleAwaitedInsideAnActorLeavesTheActorFreeAndResumesWithTheOutcome() async throws {
+        let store = makeStore()
+        let gate = Gate()
+        Thread { store.dispatch(BlockingAppend(value: 0, gate: gate)) }.start()
+        await onThread { gate.started.wait() }
+        let handle = store.dispatch(Append(value: 1))  // queued behind the blocked updater
+        let awaiter = HandleAwaiter()
+        let waiting = Task { await awaiter.outcome(of: handle) }
+        var started = false
+        for _ in 0..<12_000 where !started {  // up to 120 s
+            started = await awaiter.isWaiting
+            if !started { try await Task.sleep(nanoseconds: 10_000_000) }
+        }
+        #expect(started)
+        // The actor answers while its other call waits for the handle.
+        let pinged = await within(seconds: 120) { await awaiter.ping() }
+        #expect(pinged.finished, "the actor stayed busy while one of its calls awaited a pending handle")
+        #expect(await awaiter.pings == 1)
+        #expect(!handle.isResolved)
+        gate.release.signal()
+        let outcome = await within(seconds: 120) { await waiting.value }
+        guard case let .finished(.success(result)) = outcome else {
+            Issue.record("the awaiting actor never resumed: \(outcome)")
+            return
+        }
+        #expect((try? result.get()) != nil, "\(result)")
+        #expect(store.state.log == [0, 1])
+        #expect(await awaiter.isWaiting == false)
+    }
+}
+
+/// An actor that awaits a handle in one of its methods.
+actor HandleAwaiter {
+    private(set) var isWaiting = false
+    private(set) var pings = 0
+
+    func outcome(of handle: DispatchHandle<Void>) async -> Result<Void, any Error> {
+        isWaiting = true
+        defer { isWaiting = false }
+        return await handle.result
+    }
+
+    func ping() { pings += 1 }
 }
