@@ -1343,7 +1343,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         let cell = makeCell(for: V.self)
         let (id, name) = traceIdentity(of: type)
         let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name,
-                                  bypass: bypassInterceptors)
+                                  bypass: bypassInterceptors, discardsValue: V.self == Void.self)
         if id == 0, readyForSideEffects.load(ordering: .acquiring) {
             start(item)
             return DispatchHandle(cell)

@@ -132,7 +132,11 @@ enum SideEffectRunner {
         case let .body(sideEffect, context):
             do {
                 let value = try await sideEffect.anySideEffect(context)
-                finish(item, registry: registry, started: started, outcome: .ok, resolution: .success(value))
+                if item.discardsValue {
+                    finishDiscardingValue(item, registry: registry, started: started)
+                } else {
+                    finish(item, registry: registry, started: started, outcome: .ok, resolution: .success(value))
+                }
             } catch {
                 finish(item, registry: registry, started: started, outcome: .error, resolution: .failure(error))
             }
@@ -169,14 +173,33 @@ enum SideEffectRunner {
     @usableFromInline @inline(never)
     static func finish(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64,
                        outcome: DispatchOutcome, resolution: HandleCell.Outcome, resolves: Bool = true) {
-        let cell = item.cell
-        var outcome = outcome, resolution = resolution
-        if cell.isCancelled {
-            outcome = .cancelled
-            if resolves { resolution = .failure(CancellationError()) }
+        var failure: (any Error)?
+        if item.id != 0, outcome == .error, resolves, case let .failure(error) = resolution { failure = error }
+        let cancelled = end(item, registry: registry, started: started, outcome: outcome, failure: failure)
+        guard resolves else { return }
+        item.cell.resolve(cancelled ? .failure(CancellationError()) : resolution)
+    }
+
+    /// `finish` for a body that returned, when the handle's value type is `Void`: it only reports that the side
+    /// effect finished, so the cell is resolved as an applied updater's is — the returned value is not copied into
+    /// the cell and out to its waiter (through `Result`'s and the existential's witnesses, ~400 instructions).
+    @usableFromInline @inline(never)
+    static func finishDiscardingValue(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64) {
+        if end(item, registry: registry, started: started, outcome: .ok, failure: nil) {
+            item.cell.resolve(.failure(CancellationError()))
+        } else {
+            item.cell.resolveApplied()
         }
-        // Leave the running set and end the trace interval before resolving the handle, so whoever awaited it never
-        // sees this side effect still counted as running.
+    }
+
+    /// Counts the item out and traces its end (and `failure`, when it has one to report); returns whether it was
+    /// cancelled meanwhile (its handle then rejects with `CancellationError`, whatever the body did). Called before
+    /// the handle resolves, so whoever awaited it never sees this side effect still counted as running.
+    @inlinable @inline(__always)
+    static func end(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64, outcome: DispatchOutcome,
+                    failure: (any Error)?) -> Bool {
+        let cell = item.cell
+        let cancelled = cell.isCancelled
         registry.leave(cell)
         if item.id != 0 {
             let tracer = registry.tracer
@@ -184,10 +207,11 @@ enum SideEffectRunner {
                 registry.budgets.check(type(of: item.sideEffect), started: started, id: item.id, kind: .sideEffect,
                                        name: item.name!, tracer: tracer)
             }
-            if outcome == .error, resolves, case let .failure(error) = resolution { tracer.dispatchFailed(id: item.id, error: error) }
-            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool, outcome: outcome))
+            if !cancelled, let failure { tracer.dispatchFailed(id: item.id, error: failure) }
+            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
+                                                outcome: cancelled ? .cancelled : outcome))
         }
-        if resolves { cell.resolve(resolution) }
+        return cancelled
     }
 
     /// `run` inside the backend's `runSideEffectBody` (distributed tracing makes the side effect's span current

@@ -32,15 +32,20 @@ struct SideEffectItem: Sendable {
     @usableFromInline var parentID: UInt64
     @usableFromInline var name: TraceName?
     @usableFromInline var bypass: Bool
+    /// The handle's value type is `Void`: it reports only that the side effect finished, so what the body returned
+    /// need not be kept.
+    @usableFromInline var discardsValue: Bool
 
     @inlinable
-    init(sideEffect: any AnySideEffect, cell: HandleCell, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {
+    init(sideEffect: any AnySideEffect, cell: HandleCell, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool,
+         discardsValue: Bool = false) {
         self.sideEffect = sideEffect
         self.cell = cell
         self.id = id
         self.parentID = parentID
         self.name = name
         self.bypass = bypass
+        self.discardsValue = discardsValue
     }
 }
 

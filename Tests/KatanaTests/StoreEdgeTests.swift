@@ -49,6 +49,17 @@ struct SlowSideEffect: SideEffect {
     }
 }
 
+/// Waits for its gate (on a thread of its own, not cooperatively: it never looks at cancellation), counts itself
+/// finished and returns normally.
+struct IgnoresCancellation: SideEffect {
+    let gate: Gate
+    let finished: Counter
+    func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
+        await onThread { gate.release.wait() }
+        finished.increment()
+    }
+}
+
 struct ReturnSeven: ReturningSideEffect {
     func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws -> Int { 7 }
 }
@@ -194,6 +205,28 @@ struct LoopUntilRejected: SideEffect {
         let outcome = await within(seconds: 120) { try await handle.value }
         #expect(outcome.error is CancellationError, "\(outcome)")
         #expect(sawCancellation.value == 1, "the body saw Task.isCancelled")
+    }
+
+    /// A cancelled side effect's handle rejects with `CancellationError` whatever its body does — here it ignores the
+    /// cancellation and returns normally — for a `Void` handle (which drops the returned value) as for one that
+    /// carries it.
+    @Test(arguments: [true, false])
+    func aRunningSideEffectThatIgnoresItsCancellationStillRejectsItsHandle(voidHandle: Bool) async throws {
+        let store = makeStore()
+        let gate = Gate()
+        let finished = Counter()
+        let body = IgnoresCancellation(gate: gate, finished: finished)
+        let voidTyped = voidHandle ? store.dispatch(body) : nil
+        let erased = voidHandle ? nil : store.anyDispatch(body)
+        #expect(await eventually { store.sideEffectsRunning == 1 })
+        voidTyped?.cancel()
+        erased?.cancel()
+        gate.release.signal()
+        let outcome = await within(seconds: 120) {
+            if let voidTyped { try await voidTyped.value } else { _ = try await erased!.value }
+        }
+        #expect(outcome.error is CancellationError, "\(outcome)")
+        #expect(finished.value == 1, "the body ran to its end")
     }
 
     // The running side effects are an intrusive list (unretained links): leaving from its head, middle and tail
