@@ -121,6 +121,8 @@ enum SideEffectRunner {
     /// and after it are out of line, so their temporaries (trace events, budgets, the running set) are on the
     /// thread's stack rather than in this async frame. The frame was 800 bytes with them inlined; together with
     /// the body's frames that overflowed the task allocator's first slab, one malloc more per side effect.
+    /// `nonisolated(nonsending)`: it runs where the task's closure calls it (the global executor), instead of hopping
+    /// there once more on entry.
     @usableFromInline
     nonisolated(nonsending) static func run(_ item: SideEffectItem, registry: SideEffectRegistry) async {
         guard let started = begin(item, registry: registry) else { return }
@@ -182,7 +184,7 @@ enum SideEffectRunner {
 
     /// `finish` for a body that returned, when the handle's value type is `Void`: it only reports that the side
     /// effect finished, so the cell is resolved as an applied updater's is — the returned value is not copied into
-    /// the cell and out to its waiter (through `Result`'s and the existential's witnesses, ~400 instructions).
+    /// the cell and out to its waiter (through `Result`'s and the existential's witnesses, ~330 instructions).
     @usableFromInline @inline(never)
     static func finishDiscardingValue(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64) {
         if end(item, registry: registry, started: started, outcome: .ok, failure: nil) {
