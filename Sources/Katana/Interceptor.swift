@@ -129,6 +129,21 @@ func sameType<U: Dispatchable>(_ item: any Dispatchable, as _: U.Type) -> U? {
     return take(item)
 }
 
+/// A store's composed closure chain, in a box the store retains by hand and calls through an unretained reference:
+/// the closure is a `let` here, so a dispatch calls it without retaining and releasing the chain's context around
+/// the call (read from the store's `var`, it was: two atomic reference-count operations per dispatch).
+@usableFromInline
+final class ClosureChain: Sendable {
+    @usableFromInline let call: StoreInterceptorChain
+    init(_ call: @escaping StoreInterceptorChain) { self.call = call }
+}
+
+extension Unmanaged where Instance == ClosureChain {
+    /// Runs the chain on `item` (the store holds the box for as long as it can be called).
+    @inlinable @inline(__always)
+    func callAsFunction(_ item: any Dispatchable) throws { try _withUnsafeGuaranteedRef { try $0.call(item) } }
+}
+
 /// The end of a store's closure chain while an updater is applied inline through it: the store's last `next` (a
 /// closure made once, when the store became ready) finds the run in progress here instead of in thread-local storage
 /// and without loading the store's weak reference. Only the thread that holds the lane runs a chain inline, so the

@@ -63,7 +63,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Where producers wait for room in a full lane (the flood policy).
     @usableFromInline final let room: Lock.Condition
 
-    @usableFromInline @exclusivity(unchecked) final var chain: StoreInterceptorChain?  // written once before ready
+    /// Katana's closure interceptors composed into one chain: written once before ready; retained by hand and
+    /// released in deinit (see ``ClosureChain``).
+    @usableFromInline @exclusivity(unchecked) final var chain: Unmanaged<ClosureChain>?
     /// Where the chain's last `next` finds an updater's inline run through it (see ``ClosureChainEnd``).
     @usableFromInline final let closureEnd = ClosureChainEnd()
     /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
@@ -160,6 +162,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         for link in links { link.release() }
         links.deallocate()
         firstTypedLink?.release()
+        chain?.release()
         for item in lane.held ?? [] {
             switch item {
             case let .updater(updater): updater.cell?.resolve(.failure(KatanaError.storeReleased))
@@ -1460,7 +1463,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                 guard let self else { throw KatanaError.storeReleased }
                 try self.interceptedNext(item)
             }
-            chain = composeChain(interceptors, context: context, last: last)
+            chain = Unmanaged.passRetained(ClosureChain(composeChain(interceptors, context: context, last: last)))
         }
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
         while true {

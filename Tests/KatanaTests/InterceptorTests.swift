@@ -18,6 +18,28 @@ func recording(_ tag: String, into recorder: Recorder<String>) -> StoreIntercept
 }
 
 @Suite struct InterceptorTests {
+    /// The composed chain is kept in a box the store retains by hand: releasing the store must release it, and with
+    /// it everything its interceptors captured.
+    @Test func releasingTheStoreReleasesWhatItsInterceptorsCaptured() async throws {
+        final class Captured: Sendable {}
+        let watcher = WeakBox<Captured>()
+        let storeWatcher = WeakBox<TestStore>()
+        do {
+            let captured = Captured()
+            watcher.object = captured
+            let holding: StoreInterceptor = { _ in { next in { item in
+                withExtendedLifetime(captured) {}
+                try next(item)
+            } } }
+            let store = makeStore(interceptors: [holding])
+            storeWatcher.object = store
+            try await store.dispatch(Increment()).value
+            #expect(store.state.counter == 1)
+        }
+        #expect(await eventually { storeWatcher.object == nil }, "the store was not released")
+        #expect(await eventually { watcher.object == nil }, "the store's interceptor chain outlived the store")
+    }
+
     @Test func theFirstInterceptorRunsFirst() async throws {
         let order = Recorder<String>()
         let store = makeStore(interceptors: [recording("a", into: order), recording("b", into: order), recording("c", into: order)])
