@@ -608,7 +608,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// instructions more.)
     @inlinable @inline(never)
     final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
-        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, listeners: [ListenerBox<S>], keepOld: Bool,
+        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, listeners: consuming [ListenerBox<S>], keepOld: Bool,
         thread: UInt, combined: Bool, success: V
     ) -> DispatchHandle<V> {
         let started = trace.start(self, combined: combined)
@@ -1123,7 +1123,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         @usableFromInline let thread: UInt
 
         @inlinable
-        init(store: Unmanaged<PartialStore<S>>, listeners: [ListenerBox<S>], keepOld: Bool, thread: UInt) {
+        init(store: Unmanaged<PartialStore<S>>, listeners: consuming [ListenerBox<S>], keepOld: Bool, thread: UInt) {
             self.store = store
             self.listeners = listeners
             self.keepOld = keepOld
