@@ -26,7 +26,17 @@ enum LTTngEnvironment {
 
     static func sessiondPIDs() -> [pid_t] {
         guard let result = try? run(["pgrep", "-x", "lttng-sessiond"]) else { return [] }
-        return result.out.split(separator: "\n").compactMap { pid_t($0) }
+        return result.out.split(separator: "\n").compactMap { pid_t($0) }.filter(isLive)
+    }
+
+    /// Whether `pid` runs: exists and is not a zombie. A daemon this process killed stays a zombie until Foundation
+    /// reaps it, and both `pgrep` and `kill(pid, 0)` still see it: taken for a live daemon, it kept a test from
+    /// starting one, and the next test found no session daemon at all.
+    static func isLive(_ pid: pid_t) -> Bool {
+        guard kill(pid, 0) == 0 else { return false }
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return true }
+        return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
     }
 
     /// Starts `lttng-sessiond --daemonize` if none runs; returns the daemon's PID if this process owns it.
@@ -34,7 +44,7 @@ enum LTTngEnvironment {
     static func ensureSessiond() throws -> pid_t? {
         lock.lock()
         defer { lock.unlock() }
-        if let owned = ownedSessiond, kill(owned, 0) == 0 { return owned }
+        if let owned = ownedSessiond, isLive(owned) { return owned }
         ownedSessiond = nil
         if !sessiondPIDs().isEmpty { return nil }
         // Run it in the foreground as our own child, so its PID is known exactly; killed when this process exits.
