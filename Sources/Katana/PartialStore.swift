@@ -113,6 +113,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// holder with nothing queued since it took the lane gives it back through `laneWord` alone.
     @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
     @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []  // laneLock
+    /// A dispatch's listeners as the chain's end and `applyAndNotify` take them: borrowed from the array the
+    /// dispatch holds (read from memory as an array, e.g. through a run's pointer, it was retained around the call).
+    @usableFromInline typealias Listeners = UnsafeBufferPointer<ListenerBox<S>>
     /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
     @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // laneLock
 
@@ -444,8 +447,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// (`apply` applies the updater: a closure, so the direct paths and the typed chain's end apply it specialised
     /// and the erased chain's end through its witness, with one body here.)
     @inlinable @inline(__always)
-    final func applyAndNotify(listeners: [ListenerBox<S>], keepOld: Bool, thread: UInt,
-                              _ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? {
+    final func applyAndNotify<L: ListenerList>(listeners: L, keepOld: Bool, thread: UInt,
+                              _ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? where L.StateType == S {
         var failure: KatanaError?
         lockStateForApplying(thread: thread)
         if listeners.isEmpty {
@@ -457,7 +460,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             let new = _state
             unlockStateAfterApplying()
             if failure == nil {
-                for listener in listeners { listener.call(old, new) }
+                listeners.tell(old, new)
             }
         } else {
             // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
@@ -465,7 +468,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             let new = _state
             unlockStateAfterApplying()
             if failure == nil {
-                for listener in listeners { listener.call(new: new) }
+                listeners.tell(new: new)
             }
         }
         return failure
@@ -538,7 +541,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// updater without interceptors is (specialised).
     @inlinable @inline(__always)
     final func typedLinkEnd<U: AnyStateUpdater>(
-        _ updater: U, _ end: inout LinkEnd, _ listeners: [ListenerBox<S>], _ keepOld: Bool, _ thread: UInt
+        _ updater: U, _ end: inout LinkEnd, _ listeners: Listeners, _ keepOld: Bool, _ thread: UInt
     ) throws {
         guard !end.nextCalled else {
             _ = anyDispatch(updater, parentID: 0, bypassInterceptors: true)
@@ -553,7 +556,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// through its witness, anything else kept as the replacement.
     @inlinable
     final func linkEnd(
-        _ forwarded: any Dispatchable, _ end: inout LinkEnd, _ listeners: [ListenerBox<S>], _ keepOld: Bool, _ thread: UInt
+        _ forwarded: any Dispatchable, _ end: inout LinkEnd, _ listeners: Listeners, _ keepOld: Bool, _ thread: UInt
     ) throws {
         guard !end.nextCalled else {
             _ = anyDispatch(forwarded, parentID: 0, bypassInterceptors: true)
@@ -575,7 +578,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// anything else goes the erased way.
     @inlinable @inline(__always)
     final func linkEnd<U: AnyStateUpdater>(
-        _ forwarded: any Dispatchable, as _: U.Type, _ end: inout LinkEnd, _ listeners: [ListenerBox<S>], _ keepOld: Bool,
+        _ forwarded: any Dispatchable, as _: U.Type, _ end: inout LinkEnd, _ listeners: Listeners, _ keepOld: Bool,
         _ thread: UInt
     ) throws {
         if let updater = sameType(forwarded, as: U.self) {
@@ -588,7 +591,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Both ends' first `next`: apply (through `apply`) and tell the listeners; a refusal is thrown back up the chain.
     @inlinable @inline(__always)
     final func applyAtLinkEnd(
-        _ end: inout LinkEnd, _ listeners: [ListenerBox<S>], _ keepOld: Bool, _ thread: UInt,
+        _ end: inout LinkEnd, _ listeners: Listeners, _ keepOld: Bool, _ thread: UInt,
         _ apply: (inout S) throws(KatanaError) -> Void
     ) throws {
         end.nextCalled = true
@@ -609,6 +612,19 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @inlinable @inline(never)
     final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
         _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, listeners: consuming [ListenerBox<S>], keepOld: Bool,
+        thread: UInt, combined: Bool, success: V
+    ) -> DispatchHandle<V> {
+        // The listeners are borrowed from here on: the array, which this call owns, outlives every use.
+        listeners.withUnsafeBufferPointer { listeners in
+            applyInlineThroughLinks(trace, updater, parentID: parentID, typed: typed, listeners: listeners,
+                                    keepOld: keepOld, thread: thread, combined: combined, success: success)
+        }
+    }
+
+    /// `applyInlineThroughLinks` with its listeners borrowed.
+    @inlinable @inline(__always)
+    final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
+        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, listeners: Listeners, keepOld: Bool,
         thread: UInt, combined: Bool, success: V
     ) -> DispatchHandle<V> {
         let started = trace.start(self, combined: combined)
@@ -1118,12 +1134,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         /// Unretained: the caller holds the store.
         @usableFromInline let store: Unmanaged<PartialStore<S>>
         @usableFromInline var end = LinkEnd()
-        @usableFromInline let listeners: [ListenerBox<S>]
+        /// Borrowed: a buffer, so the end reads it through the run's pointer without retaining it.
+        @usableFromInline let listeners: Listeners
         @usableFromInline let keepOld: Bool
         @usableFromInline let thread: UInt
 
         @inlinable
-        init(store: Unmanaged<PartialStore<S>>, listeners: consuming [ListenerBox<S>], keepOld: Bool, thread: UInt) {
+        init(store: Unmanaged<PartialStore<S>>, listeners: Listeners, keepOld: Bool, thread: UInt) {
             self.store = store
             self.listeners = listeners
             self.keepOld = keepOld
@@ -1138,7 +1155,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// class method (``TypedLinkOf``), and the list is followed without reference counting.
     @inlinable
     static func runTypedLinks<U: AnyStateUpdater>(
-        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
+        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: Listeners
     ) throws {
         func forward(_ item: any Dispatchable) throws {
             let index = run.pointee.current._withUnsafeGuaranteedRef { $0.index }
@@ -1167,7 +1184,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// The end for the updater passed on in its own type: applied specialised (inlined into `next`).
     @inlinable @inline(__always)
     static func typedEnd<U: AnyStateUpdater>(
-        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
+        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: Listeners
     ) throws {
         try run.pointee.store._withUnsafeGuaranteedRef {
             try $0.typedLinkEnd(updater, &run.pointee.end, listeners, run.pointee.keepOld, run.pointee.thread)
@@ -1177,7 +1194,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// The end for an item passed on erased, or forwarded instead (rare: kept out of `next`).
     @inlinable @inline(never)
     static func erasedEnd(
-        _ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: [ListenerBox<S>]
+        _ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: Listeners
     ) throws {
         try run.pointee.store._withUnsafeGuaranteedRef {
             try $0.linkEnd(item, &run.pointee.end, listeners, run.pointee.keepOld, run.pointee.thread)
@@ -1290,10 +1307,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             newStatePending = false
             let state = stateLock.withLock { _state }
             if listenersAreInline {
-                for listener in listeners { listener.call(new: state) }
+                listeners.tell(new: state)
             } else {
                 configuration.listenerExecutor.run {
-                    for listener in listeners { listener.call(new: state) }
+                    listeners.tell(new: state)
                 }
             }
             if tracingEnabled {
@@ -1306,7 +1323,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             // One change (an item applied through the interceptors, or a batch of one): taken out of the buffer
             // without the general removal's range bookkeeping.
             let (old, new) = changes.removeLast()
-            for listener in listeners { listener.call(old, new) }
+            listeners.tell(old, new)
             if tracingEnabled {
                 tracer.listenersNotified(storeID: storeID, changes: 1, listeners: UInt32(clamping: listeners.count))
             }
@@ -1314,13 +1331,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
         if listenersAreInline {
             for (old, new) in changes {
-                for listener in listeners { listener.call(old, new) }
+                listeners.tell(old, new)
             }
         } else {
             let batch = changes
             configuration.listenerExecutor.run {
                 for (old, new) in batch {
-                    for listener in listeners { listener.call(old, new) }
+                    listeners.tell(old, new)
                 }
             }
         }

@@ -57,6 +57,40 @@ import Testing
         #expect(calls.value == 1)
     }
 
+    /// A dispatch calls its listeners without retaining each one: the list it took from the store keeps them
+    /// alive. A listener that unsubscribes the others during a change must find them still alive (neither called
+    /// nor released) until the dispatch is over, on the direct path and at the end of a closure chain.
+    @Test(arguments: [false, true])
+    func listenersUnsubscribedDuringAChangeAreNotCalledAndAreReleasedOnlyAfterIt(throughInterceptors: Bool) async throws {
+        let passThrough: StoreInterceptor = { _ in { next in { item in try next(item) } } }
+        let store = makeStore(interceptors: throughInterceptors ? [passThrough] : [])
+        let released = Counter()
+        let calledAfterUnsubscribe = Counter()
+        let releasedDuringTheChange = Recorder<Int>()
+        // The unsubscribe closures hold their boxes too: the first listener calls them and lets them go, so the
+        // boxes of the others are left to the store's list, which no longer has them, and to the dispatch's copy.
+        let unsubscribes = Unsubscribes()
+        unsubscribes.add(store.addListener { _, new in
+            guard new.counter == 1 else { return }
+            do {
+                for unsubscribe in unsubscribes.takeAll() { unsubscribe() }
+            }
+            releasedDuringTheChange.append(released.value)
+        })
+        for _ in 0..<3 {
+            let tracked = Tracked(released)
+            unsubscribes.add(store.addListener { _, _ in
+                withExtendedLifetime(tracked) { calledAfterUnsubscribe.increment() }
+            })
+        }
+        try await store.dispatch(Increment()).value
+        #expect(releasedDuringTheChange.all == [0])
+        #expect(calledAfterUnsubscribe.value == 0)
+        #expect(released.value == 3)
+        try await store.dispatch(Increment()).value
+        #expect(calledAfterUnsubscribe.value == 0)
+    }
+
     @Test func addingAndRemovingListenersFromManyThreadsIsSafe() async throws {
         let store = makeStore()
         let stayer = Counter()
@@ -94,5 +128,32 @@ import Testing
         store.dispatch(Increment())
         #expect(await eventually { store.state.counter == 5 })
         #expect(await eventually { reads.count == 5 })
+    }
+}
+
+/// Counts its own release.
+private final class Tracked: Sendable {
+    let released: Counter
+    init(_ released: Counter) { self.released = released }
+    deinit { released.increment() }
+}
+
+/// Unsubscribe closures, taken all at once.
+private final class Unsubscribes: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var closures: [@Sendable () -> Void] = []
+
+    func add(_ closure: @escaping @Sendable () -> Void) {
+        lock.lock()
+        closures.append(closure)
+        lock.unlock()
+    }
+
+    func takeAll() -> [@Sendable () -> Void] {
+        lock.lock()
+        defer { lock.unlock() }
+        defer { closures = [] }
+        return closures
     }
 }
