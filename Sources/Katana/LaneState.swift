@@ -1,16 +1,36 @@
 import Synchronization
 
-/// Whether a thread holds the lane, and whether updaters were queued in it since it was taken: one atomic byte, so
-/// a holder that finds nothing queued gives the lane back with one compare-and-swap instead of taking `laneLock`
-/// (``releaseIfNothingQueued()``). Everything else that changes it does so with `laneLock` held; a
-/// producer that queues sets `queued` by compare-and-swap, so it either lands before that give-back (which then
-/// fails, and the holder takes the lock and combines) or sees the lane idle and takes it.
+/// Whether a thread holds the lane, whether updaters were queued in it since it was taken, and whether the store still
+/// holds what is dispatched before it is ready: one atomic byte, so that the common dispatch — the store ready, the
+/// lane idle with nothing queued — takes the lane with one compare-and-swap (``tryTake(thread:)``) and gives it back
+/// with another (``releaseIfNothingQueued()``), without `laneLock`. Everything else that changes it does so with
+/// `laneLock` held, by compare-and-swap where a lock-free taker could change it meanwhile: a producer that queues sets
+/// `queued`, so it either lands before the holder's give-back (which then fails, and the holder takes the lock and
+/// combines) or sees the lane idle and takes it.
 @usableFromInline
 final class LaneWord: Sendable {
     @usableFromInline static let busy: UInt8 = 1
     @usableFromInline static let queued: UInt8 = 2
-    @usableFromInline let bits = Atomic<UInt8>(0)
+    /// The store is not ready: what is dispatched is held (see ``LaneState/held``), so nothing takes the lane
+    /// lock-free. Cleared once, when the store becomes ready (``LaneState/takeHeld()``).
+    @usableFromInline static let holding: UInt8 = 4
+    @usableFromInline let bits = Atomic<UInt8>(LaneWord.holding)
+    /// The thread that holds the lane (meaningful while `busy`): written by the taker, read by producers deciding
+    /// whether to wait for room, and by debug checks.
+    @usableFromInline let owner = Atomic<UInt>(0)
     @usableFromInline init() {}
+
+    /// Takes the lane if the store is ready and the lane idle with nothing queued: then the caller holds it, applies
+    /// its own updater and gives it back (``releaseIfNothingQueued()``, else under `laneLock`). `false`: take
+    /// `laneLock` and arrive (``LaneState/arrive(thread:ignoringHeld:canWait:)``).
+    @inlinable @inline(__always)
+    func tryTake(thread: UInt) -> Bool {
+        guard bits.compareExchange(expected: 0, desired: LaneWord.busy, ordering: .acquiring).exchanged else {
+            return false
+        }
+        owner.store(thread, ordering: .relaxed)
+        return true
+    }
 
     /// The holder's give-back without `laneLock`: succeeds when no updater was queued since the lane was taken (the
     /// word is exactly `busy`); otherwise the caller takes the lock and calls ``LaneState/release(thread:)``.
@@ -32,7 +52,7 @@ struct LaneState {
     /// Whether a thread holds the lane (it alone applies updaters), and whether updaters were queued meanwhile.
     @usableFromInline let word: LaneWord
     /// The thread that holds the lane (meaningful while `busy`).
-    @usableFromInline var owner: UInt = 0
+    @inlinable var owner: UInt { word.owner.load(ordering: .relaxed) }
     /// Whether a thread holds the lane.
     @inlinable var busy: Bool { word.bits.load(ordering: .acquiring) & LaneWord.busy != 0 }
     /// Reset handle cells for queued updaters, handed over by the lane holder (`PartialStore.recycleCells`).
@@ -79,17 +99,23 @@ struct LaneState {
     mutating func arrive(thread: UInt, ignoringHeld: Bool = false, canWait: Bool = true) -> Arrival {
         if !ignoringHeld, isHeld { return .hold }
         var bits = word.bits.load(ordering: .acquiring)
-        while bits & LaneWord.busy != 0 {
-            if canWait, mustWaitForRoom(thread: thread) { return .waitForRoom }
-            // Marks the lane as having work queued (the caller queues it before giving `laneLock` up), unless the
-            // holder gave the lane back meanwhile: then take it.
-            let (done, seen) = word.bits.compareExchange(expected: bits, desired: bits | LaneWord.queued,
-                                                         ordering: .acquiringAndReleasing)
-            if done { return .enqueue }
-            bits = seen
+        while true {
+            if bits & LaneWord.busy != 0 {
+                if canWait, mustWaitForRoom(thread: thread) { return .waitForRoom }
+                // Marks the lane as having work queued (the caller queues it before giving `laneLock` up), unless the
+                // holder gave the lane back meanwhile: then take it.
+                let (done, seen) = word.bits.compareExchange(expected: bits, desired: bits | LaneWord.queued,
+                                                             ordering: .acquiringAndReleasing)
+                if done { return .enqueue }
+                bits = seen
+            } else {
+                // Idle: take it, unless a dispatch took it lock-free meanwhile (then queue behind it).
+                guard let seen = take(thread: thread, seen: bits) else {
+                    return pending.isEmpty ? .applyInline : .enqueueAndCombine
+                }
+                bits = seen
+            }
         }
-        take(thread: thread)
-        return pending.isEmpty ? .applyInline : .enqueueAndCombine
     }
 
     /// The flood policy: wait only when the lane is full, held by another thread, not stalled, and this producer
@@ -163,9 +189,12 @@ struct LaneState {
     /// The store's queue takes the lane if it is idle with work pending. `true`: it holds the lane now.
     @inlinable
     mutating func takeForQueue(thread: UInt) -> Bool {
-        guard !busy, !pending.isEmpty else { return false }
-        take(thread: thread)
-        return true
+        var bits = word.bits.load(ordering: .acquiring)
+        while bits & LaneWord.busy == 0, !pending.isEmpty {
+            guard let seen = take(thread: thread, seen: bits) else { return true }
+            bits = seen
+        }
+        return false
     }
 
     /// The store became ready: hands over what was held, in order. Items dispatched while those run are held too,
@@ -174,26 +203,33 @@ struct LaneState {
     mutating func takeHeld() -> [HeldItem]? {
         guard let items = held, !items.isEmpty else {
             held = nil
+            word.bits.bitwiseAnd(~LaneWord.holding, ordering: .releasing)  // from now on, dispatches may take it lock-free
             return nil
         }
         held = []
         return items
     }
 
-    /// With `laneLock` held and the lane not busy, nobody else changes the word (producers change it only under
-    /// the lock, the holder's lock-free give-back only while it is busy): plain stores.
+    /// Takes the idle lane (the word was `seen`, without `busy`), with `laneLock` held; `queued` stays set if work is
+    /// pending, for the next holder. Returns nil when taken, else the word as it is now: a dispatch took the lane
+    /// lock-free meanwhile (``LaneWord/tryTake(thread:)``), or the word changed otherwise; the caller decides again.
     @inlinable @inline(__always)
-    mutating func take(thread: UInt) {
-        assert(!busy, "the lane was taken twice")
-        word.bits.store(pending.isEmpty ? LaneWord.busy : LaneWord.busy | LaneWord.queued, ordering: .releasing)
-        owner = thread
+    mutating func take(thread: UInt, seen: UInt8) -> UInt8? {
+        assert(seen & LaneWord.busy == 0, "the lane was taken twice")
+        let desired = seen & LaneWord.holding | LaneWord.busy | (pending.isEmpty ? 0 : LaneWord.queued)
+        let (done, now) = word.bits.compareExchange(expected: seen, desired: desired, ordering: .acquiringAndReleasing)
+        guard done else { return now }
+        word.owner.store(thread, ordering: .relaxed)
+        return nil
     }
 
     /// The holder gives the lane up with `laneLock` held, leaving `queued` set if work is left for the next holder
-    /// (so a lock-free give-back never skips it).
+    /// (so a lock-free give-back never skips it) and `holding` as it was. While the lane is busy only the holder and
+    /// producers holding `laneLock` change the word: a plain store.
     @inlinable @inline(__always)
     mutating func giveUp() {
-        word.bits.store(pending.isEmpty ? 0 : LaneWord.queued, ordering: .releasing)
+        let holding = word.bits.load(ordering: .relaxed) & LaneWord.holding
+        word.bits.store(holding | (pending.isEmpty ? 0 : LaneWord.queued), ordering: .releasing)
     }
 
     /// Debug builds check that only the lane's holder does the holder's work (swift-nio's habit for event loops).

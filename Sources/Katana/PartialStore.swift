@@ -39,11 +39,12 @@ public protocol AnyStore: AnyObject, Sendable {
 ///   `parent_id`.
 public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendable {
     // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
-    // beside it, or owned by the lane holder — the one thread that took the lane (`lane.busy`) under `laneLock`; ownership
-    // passes between threads through `laneLock`, or through `laneWord` when a holder gives an idle lane back without
-    // the lock (a releasing compare-and-swap, seen by the next taker's acquiring load): either orders the accesses.
-    // `chain` is written once, in `becomeReady`, before the store is marked ready under `laneLock`, and only read
-    // after that.
+    // beside it, or owned by the lane holder — the one thread that took the lane (`lane.busy`), under `laneLock` or
+    // lock-free (`laneWord.tryTake`, an acquiring compare-and-swap); ownership passes between threads through
+    // `laneLock`, or through `laneWord` when a holder gives an idle lane back without the lock (a releasing
+    // compare-and-swap, seen by the next taker's acquiring one): either orders the accesses. `chain`, `links` and
+    // `intercepting` are written once, in `becomeReady`, before the store is marked ready (the word's `holding` bit
+    // cleared with a releasing store, under `laneLock`), and only read after that.
 
     /// The identity stores report in traces (`store_ready`, `listeners_notified`).
     public final let storeID: UInt64
@@ -112,12 +113,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// The lane's rules and state (see `LaneState`): taken, queued and released under `laneLock`, except that a
     /// holder with nothing queued since it took the lane gives it back through `laneWord` alone.
     @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
-    @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []  // laneLock
-    /// A dispatch's listeners as the chain's end and `applyAndNotify` take them: borrowed from the array the
-    /// dispatch holds (read from memory as an array, e.g. through a run's pointer, it was retained around the call).
-    @usableFromInline typealias Listeners = UnsafeBufferPointer<ListenerBox<S>>
+    /// Changed with both `stateLock` and `laneLock` held (``changeListeners(_:)``), read with either.
+    @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []
     /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
-    @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // laneLock
+    @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // as `listeners`
 
     @usableFromInline final let padBeforeHolder = CacheLinePad()
 
@@ -249,18 +248,26 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     }
 
     final func subscribe(_ box: ListenerBox<S>) -> StoreUnsubscribe {
-        laneLock.withLock {
-            listeners.append(box)
-            listenersNeedOldState = listeners.contains { $0.needsOldState }
+        changeListeners {
+            $0.append(box)
         }
         return { [weak self] in
             box.deactivate()
-            guard let self else { return }
-            self.laneLock.withLock {
-                self.listeners.removeAll { $0 === box }
-                self.listenersNeedOldState = self.listeners.contains { $0.needsOldState }
-            }
+            self?.changeListeners { $0.removeAll { $0 === box } }
         }
+    }
+
+    /// Changes the listeners with both locks held: the state lock (an updater applied inline reads them under it,
+    /// having taken the lane lock-free) and `laneLock` (the batch paths read them under it), in that order. From
+    /// inside an updater this store is applying on this thread (a misuse), the state lock is this thread's already.
+    final func changeListeners(_ change: (inout [ListenerBox<S>]) -> Void) {
+        let applying = applyingThread.load(ordering: .relaxed) == currentThreadID
+        if !applying { stateLock.lock() }
+        laneLock.lock()
+        change(&listeners)
+        listenersNeedOldState = listeners.contains { $0.needsOldState }
+        laneLock.unlock()
+        if !applying { stateLock.unlock() }
     }
 
     // MARK: Dispatching
@@ -375,52 +382,49 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         let (id, name) = traceIdentity(of: type)
 
         let thread = currentThreadID
-        laneLock.lock()
-        var arrival = lane.arrive(thread: thread)
-        if arrival == .waitForRoom { arrival = waitForRoom(thread: thread) }
-        switch arrival {
-        case .applyInline:
-            break
-        case .hold, .enqueue, .enqueueAndCombine, .waitForRoom:
-            let cell = queuedUpdaterCell(for: V.self)
-            var item = LaneItem(updater: updater, cell: cell, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
-            item.slot = LaneQueue.slot(of: thread)  // counts against this producer in the flood policy
-            enter(item, arrival)
-            return DispatchHandle(cell)
+        // The common case — the store ready, the lane idle, nothing queued — takes the lane with one compare-and-swap;
+        // anything else arrives under `laneLock`.
+        if !laneWord.tryTake(thread: thread) {
+            laneLock.lock()
+            var arrival = lane.arrive(thread: thread)
+            if arrival == .waitForRoom { arrival = waitForRoom(thread: thread) }
+            guard arrival == .applyInline else {
+                let cell = queuedUpdaterCell(for: V.self)
+                var item = LaneItem(updater: updater, cell: cell, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
+                item.slot = LaneQueue.slot(of: thread)  // counts against this producer in the flood policy
+                enter(item, arrival)
+                return DispatchHandle(cell)
+            }
+            laneLock.unlock()
         }
-        let listeners = self.listeners
-        let keepOld = listenersNeedOldState
+        // This thread holds the lane, and no lock.
         let direct = !intercepting && listenersAreInline
         if direct, id == 0 {
-            // The common case: untraced, no interceptors. Apply, hand the change straight to the listeners, and give
-            // the lane back — with the updater as it came (no lane item: it would box it in an existential, copy
-            // it and destroy both, ~90 instructions of a ~650-instruction dispatch).
-            laneLock.unlock()
-            let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread) {
-                (state: inout S) throws(KatanaError) in try updater._apply(to: &state)
+            // Untraced, no interceptors. Apply, hand the change straight to the listeners, and give the lane back —
+            // with the updater as it came (no lane item: it would box it in an existential, copy it and destroy
+            // both, ~90 instructions of a ~650-instruction dispatch).
+            let failure = applyAndNotify(thread: thread) { (state: inout S) throws(KatanaError) in
+                try updater._apply(to: &state)
             }
             releaseLane(thread: thread)
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
         if id == 0, listenersAreInline, !bypassInterceptors {
             // Untraced, through the interceptors (of either form) on this thread, without a lane item.
-            laneLock.unlock()
-            return applyInlineThroughLinks(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
-                                           listeners: listeners, keepOld: keepOld, thread: thread, combined: false,
-                                           success: success)
+            return applyInlineThroughLinks(UntracedRun(), updater, parentID: parentID, typed: typedLinks, thread: thread,
+                                           combined: false, success: success)
         }
         let item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
         // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
         // are this moment, which it carries as its duration) instead of three — with or without interceptors.
         let combined = id != 0 && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
         if id != 0, !combined { traceEnqueue(item, lane: .updaterInline, depth: 0) }
-        laneLock.unlock()
 
         if direct {
             // Traced, no interceptors: as the untraced direct path above, between the trace's start and end.
             let started = traceStart(item, lane: .updaterInline, combined: combined)
-            let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread) {
-                (state: inout S) throws(KatanaError) in try updater._apply(to: &state)
+            let failure = applyAndNotify(thread: thread) { (state: inout S) throws(KatanaError) in
+                try updater._apply(to: &state)
             }
             // No listeners_notified here: an inline change reaches the listeners before its end event.
             if let failure { traceFailure(id, failure) }
@@ -432,10 +436,14 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
         if listenersAreInline, !item.bypass {
             // Through the interceptors on this thread, without the batch buffers.
-            return applyInlineThroughLinks(item, updater, parentID: parentID, typed: typedLinks, listeners: listeners,
-                                           keepOld: keepOld, thread: thread, combined: combined, success: success)
+            return applyInlineThroughLinks(item, updater, parentID: parentID, typed: typedLinks, thread: thread,
+                                           combined: combined, success: success)
         }
-        keepOldStates = keepOld
+        // Listeners on their executor: the batch path, which reads them under `laneLock`.
+        laneLock.lock()
+        let listeners = self.listeners
+        keepOldStates = listenersNeedOldState
+        laneLock.unlock()
         let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
         deliverChanges(to: listeners)
         let handle = inlineHandle(result, success: success, parentID: parentID)
@@ -445,31 +453,28 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners.
     /// (`apply` applies the updater: a closure, so the direct paths and the typed chain's end apply it specialised
-    /// and the erased chain's end through its witness, with one body here.)
+    /// and the erased chain's end through its witness, with one body here.) The listeners are read under the state
+    /// lock, which every change of them holds too: a dispatch that took the lane lock-free holds no other lock.
     @inlinable @inline(__always)
-    final func applyAndNotify<L: ListenerList>(listeners: L, keepOld: Bool, thread: UInt,
-                              _ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? where L.StateType == S {
+    final func applyAndNotify(thread: UInt, _ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? {
         var failure: KatanaError?
         lockStateForApplying(thread: thread)
+        let listeners = self.listeners
         if listeners.isEmpty {
             do { try apply(&_state) } catch { failure = error }
             unlockStateAfterApplying()
-        } else if keepOld {
+        } else if listenersNeedOldState {
             let old = _state
             do { try apply(&_state) } catch { failure = error }
             let new = _state
             unlockStateAfterApplying()
-            if failure == nil {
-                listeners.tell(old, new)
-            }
+            if failure == nil { listeners.tell(old, new) }
         } else {
             // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
             do { try apply(&_state) } catch { failure = error }
             let new = _state
             unlockStateAfterApplying()
-            if failure == nil {
-                listeners.tell(new: new)
-            }
+            if failure == nil { listeners.tell(new: new) }
         }
         return failure
     }
@@ -541,13 +546,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// updater without interceptors is (specialised).
     @inlinable @inline(__always)
     final func typedLinkEnd<U: AnyStateUpdater>(
-        _ updater: U, _ end: inout LinkEnd, _ listeners: Listeners, _ keepOld: Bool, _ thread: UInt
+        _ updater: U, _ end: inout LinkEnd, _ thread: UInt
     ) throws {
         guard !end.nextCalled else {
             _ = anyDispatch(updater, parentID: 0, bypassInterceptors: true)
             return
         }
-        try applyAtLinkEnd(&end, listeners, keepOld, thread) { (state: inout S) throws(KatanaError) in
+        try applyAtLinkEnd(&end, thread) { (state: inout S) throws(KatanaError) in
             try updater._apply(to: &state)
         }
     }
@@ -556,7 +561,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// through its witness, anything else kept as the replacement.
     @inlinable
     final func linkEnd(
-        _ forwarded: any Dispatchable, _ end: inout LinkEnd, _ listeners: Listeners, _ keepOld: Bool, _ thread: UInt
+        _ forwarded: any Dispatchable, _ end: inout LinkEnd, _ thread: UInt
     ) throws {
         guard !end.nextCalled else {
             _ = anyDispatch(forwarded, parentID: 0, bypassInterceptors: true)
@@ -567,7 +572,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             end.setReplacement(forwarded)
             return
         }
-        try applyAtLinkEnd(&end, listeners, keepOld, thread) { (state: inout S) throws(KatanaError) in
+        try applyAtLinkEnd(&end, thread) { (state: inout S) throws(KatanaError) in
             try updater._apply(to: &state)
         }
     }
@@ -578,24 +583,23 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// anything else goes the erased way.
     @inlinable @inline(__always)
     final func linkEnd<U: AnyStateUpdater>(
-        _ forwarded: any Dispatchable, as _: U.Type, _ end: inout LinkEnd, _ listeners: Listeners, _ keepOld: Bool,
-        _ thread: UInt
+        _ forwarded: any Dispatchable, as _: U.Type, _ end: inout LinkEnd, _ thread: UInt
     ) throws {
         if let updater = sameType(forwarded, as: U.self) {
-            try typedLinkEnd(updater, &end, listeners, keepOld, thread)
+            try typedLinkEnd(updater, &end, thread)
         } else {
-            try linkEnd(forwarded, &end, listeners, keepOld, thread)
+            try linkEnd(forwarded, &end, thread)
         }
     }
 
     /// Both ends' first `next`: apply (through `apply`) and tell the listeners; a refusal is thrown back up the chain.
     @inlinable @inline(__always)
     final func applyAtLinkEnd(
-        _ end: inout LinkEnd, _ listeners: Listeners, _ keepOld: Bool, _ thread: UInt,
+        _ end: inout LinkEnd, _ thread: UInt,
         _ apply: (inout S) throws(KatanaError) -> Void
     ) throws {
         end.nextCalled = true
-        if let failure = applyAndNotify(listeners: listeners, keepOld: keepOld, thread: thread, apply) {
+        if let failure = applyAndNotify(thread: thread, apply) {
             throw KatanaError.surfaced(failure)
         }
         end.applied = true
@@ -611,36 +615,21 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// instructions more.)
     @inlinable @inline(never)
     final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
-        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, listeners: consuming [ListenerBox<S>], keepOld: Bool,
-        thread: UInt, combined: Bool, success: V
-    ) -> DispatchHandle<V> {
-        // The listeners are borrowed from here on: the array, which this call owns, outlives every use.
-        listeners.withUnsafeBufferPointer { listeners in
-            applyInlineThroughLinks(trace, updater, parentID: parentID, typed: typed, listeners: listeners,
-                                    keepOld: keepOld, thread: thread, combined: combined, success: success)
-        }
-    }
-
-    /// `applyInlineThroughLinks` with its listeners borrowed.
-    @inlinable @inline(__always)
-    final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
-        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, listeners: Listeners, keepOld: Bool,
-        thread: UInt, combined: Bool, success: V
+        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, thread: UInt, combined: Bool, success: V
     ) -> DispatchHandle<V> {
         let started = trace.start(self, combined: combined)
         var thrown: (any Error)?
         if let chain {
             // Closures (after any protocol-form interceptors, erased): the chain's last `next` reaches this run
             // through `closureEnd`.
-            var run = ClosureRun(store: Unmanaged.passUnretained(self), listeners: listeners, keepOld: keepOld, thread: thread)
+            var run = ClosureRun(store: Unmanaged.passUnretained(self), thread: thread)
             let links = !self.links.isEmpty
             do {
                 try withUnsafeMutablePointer(to: &run) { pointer in
                     try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: thread, end: { item, raw in
                         let run = raw.assumingMemoryBound(to: ClosureRun.self)
                         try run.pointee.store._withUnsafeGuaranteedRef {
-                            try $0.linkEnd(item, as: U.self, &run.pointee.end, run.pointee.listeners, run.pointee.keepOld,
-                                           run.pointee.thread)
+                            try $0.linkEnd(item, as: U.self, &run.pointee.end, run.pointee.thread)
                         }
                     }) {
                         if links { try runLinks(updater, from: 0) { try chain($0) } } else { try chain(updater) }
@@ -653,9 +642,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                                    started: started, thread: thread, success: success)
         }
         if typed, let first = firstTypedLink {
-            var run = TypedRun(store: self, first: first, keepOld: keepOld, thread: thread)
+            var run = TypedRun(store: self, first: first, thread: thread)
             do {
-                try withUnsafeMutablePointer(to: &run) { try Self.runTypedLinks(updater, $0, listeners) }
+                try withUnsafeMutablePointer(to: &run) { try Self.runTypedLinks(updater, $0) }
             } catch {
                 thrown = error
             }
@@ -664,7 +653,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
         var end = LinkEnd()
         do {
-            try runLinks(updater, from: 0, end: { try self.linkEnd($0, as: U.self, &end, listeners, keepOld, thread) })
+            try runLinks(updater, from: 0, end: { try self.linkEnd($0, as: U.self, &end, thread) })
         } catch {
             thrown = error
         }
@@ -1105,8 +1094,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     }
 
     /// An inline run through the leading typed interceptors: what their `next` and `forward` need, in one place on the
-    /// caller's stack, so each is a closure over a pointer to it (and the listeners, borrowed: loaded from here they
-    /// would be retained around every call that could change them).
+    /// caller's stack, so each is a closure over a pointer to it. (The chain's end reads the listeners itself, under
+    /// the state lock, when it applies the updater.)
     @usableFromInline
     struct TypedRun {
         /// Unretained: the caller holds the store (a strong copy of it is a side-table retain: the store has weak
@@ -1115,14 +1104,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         /// The link whose interceptor is running: set before each call and restored after it (the calls nest).
         @usableFromInline var current: Unmanaged<TypedLink>
         @usableFromInline var end = LinkEnd()
-        @usableFromInline let keepOld: Bool
         @usableFromInline let thread: UInt
 
         @inlinable
-        init(store: PartialStore<S>, first: Unmanaged<TypedLink>, keepOld: Bool, thread: UInt) {
+        init(store: PartialStore<S>, first: Unmanaged<TypedLink>, thread: UInt) {
             self.store = Unmanaged.passUnretained(store)
             self.current = first
-            self.keepOld = keepOld
             self.thread = thread
         }
     }
@@ -1134,16 +1121,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         /// Unretained: the caller holds the store.
         @usableFromInline let store: Unmanaged<PartialStore<S>>
         @usableFromInline var end = LinkEnd()
-        /// Borrowed: a buffer, so the end reads it through the run's pointer without retaining it.
-        @usableFromInline let listeners: Listeners
-        @usableFromInline let keepOld: Bool
         @usableFromInline let thread: UInt
 
         @inlinable
-        init(store: Unmanaged<PartialStore<S>>, listeners: Listeners, keepOld: Bool, thread: UInt) {
+        init(store: Unmanaged<PartialStore<S>>, thread: UInt) {
             self.store = store
-            self.listeners = listeners
-            self.keepOld = keepOld
             self.thread = thread
         }
     }
@@ -1155,21 +1137,21 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// class method (``TypedLinkOf``), and the list is followed without reference counting.
     @inlinable
     static func runTypedLinks<U: AnyStateUpdater>(
-        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: Listeners
+        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>
     ) throws {
         func forward(_ item: any Dispatchable) throws {
             let index = run.pointee.current._withUnsafeGuaranteedRef { $0.index }
             try run.pointee.store._withUnsafeGuaranteedRef {
-                try $0.runLinks(item, from: index + 1) { try erasedEnd($0, run, listeners) }
+                try $0.runLinks(item, from: index + 1) { try erasedEnd($0, run) }
             }
         }
         func next(_ passed: U) throws {
             let link = run.pointee.current
             let (following, index, isLast) = link._withUnsafeGuaranteedRef { ($0.next, $0.index, $0.isLast) }
             guard let following else {
-                if isLast { return try typedEnd(passed, run, listeners) }
+                if isLast { return try typedEnd(passed, run) }
                 return try run.pointee.store._withUnsafeGuaranteedRef {
-                    try $0.runLinks(passed, from: index + 1) { try erasedEnd($0, run, listeners) }
+                    try $0.runLinks(passed, from: index + 1) { try erasedEnd($0, run) }
                 }
             }
             run.pointee.current = following
@@ -1184,20 +1166,20 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// The end for the updater passed on in its own type: applied specialised (inlined into `next`).
     @inlinable @inline(__always)
     static func typedEnd<U: AnyStateUpdater>(
-        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: Listeners
+        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>
     ) throws {
         try run.pointee.store._withUnsafeGuaranteedRef {
-            try $0.typedLinkEnd(updater, &run.pointee.end, listeners, run.pointee.keepOld, run.pointee.thread)
+            try $0.typedLinkEnd(updater, &run.pointee.end, run.pointee.thread)
         }
     }
 
     /// The end for an item passed on erased, or forwarded instead (rare: kept out of `next`).
     @inlinable @inline(never)
     static func erasedEnd(
-        _ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>, _ listeners: Listeners
+        _ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>
     ) throws {
         try run.pointee.store._withUnsafeGuaranteedRef {
-            try $0.linkEnd(item, &run.pointee.end, listeners, run.pointee.keepOld, run.pointee.thread)
+            try $0.linkEnd(item, &run.pointee.end, run.pointee.thread)
         }
     }
 

@@ -100,6 +100,46 @@ import Testing
         #expect(!lane.word.releaseIfNothingQueued())
     }
 
+    /// The common dispatch takes the lane with one compare-and-swap (no `laneLock`): only when the store is ready
+    /// and the lane idle with nothing queued. Everything else goes the locked way, and sees a lane taken lock-free as
+    /// busy.
+    @Test func aDispatchTakesTheLaneLockFreeOnlyWhenReadyIdleAndEmpty() {
+        var lane = LaneState(backlogLimit: nil)
+        #expect(!lane.word.tryTake(thread: a), "before readiness every dispatch is held, in order")
+        // A held item re-entered by readiness takes the lane; given back, the lane is still not ready.
+        let reentered = lane.arrive(thread: c, ignoringHeld: true)
+        #expect(reentered == .applyInline)
+        #expect(!lane.word.releaseIfNothingQueued(), "the lock-free give-back would drop the holding mark")
+        let released = lane.release(thread: c)
+        #expect(released == .released)
+        #expect(!lane.word.tryTake(thread: a), "still holding until readiness finds nothing more")
+        let rest = lane.takeHeld()
+        #expect(rest == nil)
+
+        #expect(lane.word.tryTake(thread: a))
+        #expect(lane.busy && lane.owner == a)
+        #expect(!lane.word.tryTake(thread: b), "taken already")
+        let behind = lane.arrive(thread: b)
+        #expect(behind == .enqueue, "a locked arrival sees the lane taken lock-free as busy")
+        lane.enqueue(item(from: b))
+        #expect(!lane.word.releaseIfNothingQueued())
+        let release = lane.release(thread: a)
+        #expect(release == .combine)
+        var batch: [LaneItem] = []
+        let one = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        #expect(one)
+        let none = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        #expect(!none)
+
+        #expect(lane.word.tryTake(thread: b))
+        lane.enqueue(item(from: c))
+        let left = lane.endTurn(thread: b)
+        #expect(left)
+        #expect(!lane.word.tryTake(thread: c), "work left behind is taken by whoever combines, under the lock")
+        let queue = lane.takeForQueue(thread: c)
+        #expect(queue && lane.owner == c)
+    }
+
     @Test func aTurnThatRunsOutOfBudgetLeavesWorkForTheNextDispatcherOrTheQueue() {
         var lane = ready()
         let r14 = lane.arrive(thread: a)

@@ -91,6 +91,44 @@ import Testing
         #expect(calledAfterUnsubscribe.value == 0)
     }
 
+    /// A dispatch that finds the lane idle takes it without `laneLock` and reads the listeners under the state lock;
+    /// a listener added meanwhile must hear every change from some change on, with none skipped and none twice.
+    @Test(arguments: [false, true])
+    func aListenerAddedWhileAnotherThreadDispatchesHearsAnUnbrokenRunOfChanges(newState: Bool) async throws {
+        let store = makeStore()
+        let pairs = Recorder<(Int, Int)>()
+        let producer = Task.detached { await onThread { for _ in 0..<50_000 { store.dispatch(Increment()) } } }
+        #expect(await eventually { store.state.counter > 1_000 })
+        if newState {
+            store.addListener(newState: { new in pairs.append((new.counter - 1, new.counter)) })
+        } else {
+            store.addListener { old, new in pairs.append((old.counter, new.counter)) }
+        }
+        await producer.value
+        try await store.dispatch(Increment()).value
+        let heard = pairs.all
+        #expect(heard.last?.1 == 50_001)
+        #expect(heard.allSatisfy { $0.1 == $0.0 + 1 })
+        #expect(zip(heard, heard.dropFirst()).allSatisfy { $0.1 == $1.0 }, "a change skipped or heard twice")
+    }
+
+    /// Adding or removing a listener from inside an updater (a misuse: updaters only change the state) must not
+    /// deadlock on the state lock, which the applying thread holds.
+    @Test func addingAndRemovingAListenerFromInsideAnUpdaterDoesNotDeadlock() async throws {
+        let store = makeStore()
+        let heard = Counter()
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            store.dispatch(Subscribing(store: store, heard: heard))
+            finished.signal()
+        }.start()
+        let inTime = await onThread { finished.wait(timeout: .now() + 30) == .success }
+        #expect(inTime, "the dispatch deadlocked")
+        guard inTime else { return }
+        try await store.dispatch(Increment()).value
+        #expect(heard.value == 1, "the listener added inside the first updater hears the second change only")
+    }
+
     @Test func addingAndRemovingListenersFromManyThreadsIsSafe() async throws {
         let store = makeStore()
         let stayer = Counter()
@@ -155,5 +193,17 @@ private final class Unsubscribes: @unchecked Sendable {
         defer { lock.unlock() }
         defer { closures = [] }
         return closures
+    }
+}
+
+/// Adds a listener, and removes a throwaway one, from inside its own update (a misuse the store must survive).
+private struct Subscribing: StateUpdater {
+    let store: TestStore
+    let heard: Counter
+    func updateState(_ state: inout CounterState) {
+        let heard = heard
+        store.addListener { _, _ in heard.increment() }
+        store.addListener { _, _ in }()
+        state.counter += 1
     }
 }
