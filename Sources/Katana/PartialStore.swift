@@ -370,10 +370,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Puts an updater in the lane, or applies it right here when the lane is idle. `typedLinks`: the caller knows
     /// the updater's type statically (a typed `dispatch`), so the protocol-form interceptors get it in their typed
     /// form and the chain's end applies it specialised. `anyDispatch` passes false: an updater whose type is known
-    /// only at run time goes through them erased.
+    /// only at run time goes through them erased. Generic over the updater's type, so a typed dispatch does not box
+    /// it in an existential (destroying one reads its type's value witnesses); `anyDispatch` calls it with the
+    /// existential opened.
     @inlinable
-    final func enqueueUpdater<V: Sendable>(
-        _ updater: any AnyStateUpdater, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool,
+    final func enqueueUpdater<U: AnyStateUpdater, V: Sendable>(
+        _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool,
         typedLinks: Bool = false
     ) -> DispatchHandle<V> {
         #if KATANA_INJECTED_REGRESSION
