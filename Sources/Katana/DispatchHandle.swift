@@ -115,8 +115,8 @@ final class HandleCell: @unchecked Sendable {
     /// Waiters whose task was cancelled before they were registered (rare).
     @usableFromInline @exclusivity(unchecked) var cancelledTokens: [UInt64] = []
     @usableFromInline @exclusivity(unchecked) var nextToken: UInt64 = 0
-    /// The task running a side effect's body, so `cancel()` can cancel it.
-    @usableFromInline @exclusivity(unchecked) var task: Task<Void, Never>?
+    /// The task running a side effect's body, so `cancel()` can cancel it (never fails: see `PartialStore.start`).
+    @usableFromInline @exclusivity(unchecked) var task: Task<Void, any Error>?
     /// Side effects dispatched through this side effect's context (finished ones are pruned now and then):
     /// cancelled with it. They share this cell's lock (one per store), so their outcomes can be read under it.
     @usableFromInline @exclusivity(unchecked) var children: [HandleCell] = []
@@ -248,7 +248,7 @@ final class HandleCell: @unchecked Sendable {
 
     /// Records the task running this side effect's body; cancels it at once if cancellation came first.
     @usableFromInline
-    func attach(_ task: Task<Void, Never>) {
+    func attach(_ task: Task<Void, any Error>) {
         lock.lock()
         if !isDone { self.task = task }
         lock.unlock()

@@ -103,13 +103,17 @@ enum SideEffectStep: Sendable {
 extension PartialStore {
     /// Starts a side effect on Swift's global concurrent executor. The task holds the registry and a weak reference to
     /// the store: releasing the store cancels the task and rejects what it dispatches with `storeReleased`.
+    ///
+    /// The task's operation is typed as throwing although it never throws (the body's outcome goes to the handle): the
+    /// runtime creates tasks from a throwing operation, and `Task<Void, Never>` wraps a non-throwing one in a thunk
+    /// whose context is one more allocation per side effect — made on the dispatching thread and freed on the pool's.
     @inlinable
     final func start(_ item: SideEffectItem) {
         let registry = sideEffects
         item.cell.traceID = item.id
         let task = item.id != 0 && registry.wrapsBodies
-            ? Task { await SideEffectRunner.runWrapped(item, registry: registry) }
-            : Task { await SideEffectRunner.run(item, registry: registry) }
+            ? Task { () async throws -> Void in await SideEffectRunner.runWrapped(item, registry: registry) }
+            : Task { () async throws -> Void in await SideEffectRunner.run(item, registry: registry) }
         item.cell.attach(task)
     }
 }
