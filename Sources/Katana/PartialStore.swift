@@ -110,8 +110,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     // to it (the pads are never read).
     @usableFromInline final let padBeforeLane = CacheLinePad()
 
-    /// The lane's rules and state (see `LaneState`): taken, queued and released under `laneLock`, except that a
-    /// holder with nothing queued since it took the lane gives it back through `laneWord` alone.
+    /// The lane's rules and state (see `LaneState`): taken, queued and released under `laneLock`, except that an idle
+    /// lane with nothing queued is taken through `laneWord` alone (`LaneWord.tryTake`), and a holder with nothing
+    /// queued since it took the lane gives it back the same way.
     @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
     /// Changed with both `stateLock` and `laneLock` held (``changeListeners(_:)``), read with either.
     @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []
