@@ -258,6 +258,14 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
     }
 
+    /// The listeners for the items the lane holder applies next through the batch path, with `keepOldStates` set
+    /// for them (whether each change must keep the state before it). Caller holds `laneLock` and the lane.
+    @inlinable
+    final func listenersForBatch() -> [ListenerBox<S>] {
+        keepOldStates = listenersNeedOldState
+        return listeners
+    }
+
     /// Changes the listeners with both locks held: the state lock (an updater applied inline reads them under it,
     /// having taken the lane lock-free) and `laneLock` (the batch paths read them under it), in that order. From
     /// inside an updater this store is applying on this thread (a misuse), the state lock is this thread's already.
@@ -444,8 +452,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
         // Listeners on their executor: the batch path, which reads them under `laneLock`.
         laneLock.lock()
-        let listeners = self.listeners
-        keepOldStates = listenersNeedOldState
+        let listeners = listenersForBatch()
         laneLock.unlock()
         let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
         deliverChanges(to: listeners)
@@ -699,8 +706,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             enter(item, arrival, traced: !alreadyTraced)
             return
         }
-        let listeners = self.listeners
-        keepOldStates = listenersNeedOldState
+        let listeners = listenersForBatch()
         if item.id != 0, !alreadyTraced { traceEnqueue(item, lane: .updaterInline, depth: 0) }
         laneLock.unlock()
         finish(item, process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty))
@@ -849,8 +855,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         }
         wakeProducersIfRoom()
         offerSpareCells()
-        let listeners = self.listeners
-        keepOldStates = listenersNeedOldState
+        let listeners = listenersForBatch()
         laneLock.unlock()
 
         let record = !listeners.isEmpty
