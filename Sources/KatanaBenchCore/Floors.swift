@@ -48,12 +48,11 @@ enum Floors {
         return Double(elapsed) / Double(count)
     }
 
-    /// Two producers' floor: two threads updating one locked counter, aggregate ns per update.
+    /// Two producers' floor: two threads updating one locked counter, started together, aggregate ns per update.
     static func twoThreadsOnOneLock(count: Int) -> Double {
         let counter = LockedCounter()
         let perThread = count / 2
-        let start = nowNanoseconds()
-        DispatchQueue.concurrentPerform(iterations: 2) { _ in
+        let start = runStartedTogether(threads: 2) { _ in
             for _ in 0..<perThread { blackHole(counter.increment()) }
         }
         let elapsed = nowNanoseconds() - start

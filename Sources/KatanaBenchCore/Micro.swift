@@ -309,14 +309,13 @@ struct Micro: AsyncParsableCommand {
         return probe.result
     }
 
-    /// Aggregate ns per dispatch with `producers` threads dispatching `count` updaters in total, until the
-    /// last one is applied.
+    /// Aggregate ns per dispatch with `producers` threads (started together) dispatching `count` updaters in total,
+    /// until the last one is applied.
     private func producers(_ producers: Int, count: Int, backend: any TraceBackend) async throws -> Double {
         let store = makeStore(backend: backend)
         let perProducer = count / producers
         let lastHandles = LastHandles(count: producers)
-        let start = nowNanoseconds()
-        DispatchQueue.concurrentPerform(iterations: producers) { producer in
+        let start = runStartedTogether(threads: producers) { producer in
             var last: DispatchHandle<Void>?
             for _ in 0..<perProducer { last = store.dispatch(Increment()) }
             lastHandles.set(producer, last!)
@@ -331,7 +330,7 @@ struct Micro: AsyncParsableCommand {
 
 /// One slot per producer thread for its last handle.
 final class LastHandles: @unchecked Sendable {
-    // Each slot is written by one producer inside concurrentPerform and read after it returns.
+    // Each slot is written by one producer thread and read after they all returned.
     private var slots: [DispatchHandle<Void>?]
     private let lock = NSLock()
 

@@ -1,0 +1,42 @@
+import Foundation
+import Synchronization
+
+/// Runs `body(index)` on `count` threads of their own, released together: each thread arrives at a barrier and
+/// none starts before all have. Returns, when every `body` has returned, the moment they were released.
+///
+/// `DispatchQueue.concurrentPerform` started the second of two iterations 0.8–4 ms after the first (a pool thread
+/// has to wake), so a "two threads" run of ~10 ms was partly one thread alone: its figure mixed the contended cost
+/// with the uncontended one, in proportions that changed from run to run.
+func runStartedTogether(threads count: Int, _ body: @escaping @Sendable (Int) -> Void) -> UInt64 {
+    let barrier = StartBarrier(count: count)
+    let finished = DispatchGroup()
+    for index in 0..<count {
+        finished.enter()
+        let thread = Thread {
+            barrier.arriveAndWait()
+            body(index)
+            finished.leave()
+        }
+        thread.start()
+    }
+    finished.wait()
+    return barrier.releasedAt.load(ordering: .acquiring)
+}
+
+/// The barrier of `runStartedTogether`: the last thread to arrive reads the clock and releases the others.
+final class StartBarrier: Sendable {
+    let count: Int
+    let arrived = Atomic<Int>(0)
+    /// When the last thread arrived (0 until then).
+    let releasedAt = Atomic<UInt64>(0)
+
+    init(count: Int) { self.count = count }
+
+    func arriveAndWait() {
+        if arrived.add(1, ordering: .acquiringAndReleasing).newValue == count {
+            releasedAt.store(nowNanoseconds(), ordering: .releasing)
+            return
+        }
+        while releasedAt.load(ordering: .acquiring) == 0 { sched_yield() }
+    }
+}
