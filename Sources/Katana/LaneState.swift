@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// Whether a thread holds the lane, whether updaters were queued in it since it was taken, and whether the store still
@@ -30,6 +31,33 @@ final class LaneWord: Sendable {
         }
         owner.store(thread, ordering: .relaxed)
         return true
+    }
+
+    /// `tryTake` for a lane another thread holds: watches the word for up to `nanoseconds` and takes the lane the
+    /// moment it is idle with nothing queued — also through a holder's combining turn, so the waiter goes right
+    /// after the work queued before it. `false`: queue instead (also at once for the holder itself, an updater or
+    /// listener dispatching, and before the store is ready).
+    ///
+    /// A back-off, not a lock: the dispatch never waits longer than this, and a holder that stays (a slow updater,
+    /// a long backlog) makes it queue as before. See `PartialStore.laneWaitNanoseconds` for why and what it costs.
+    /// Out of line: only a dispatch that found the lane busy calls it, and the common dispatch's code stays as it was.
+    @usableFromInline @inline(never)
+    func spinTake(thread: UInt, nanoseconds: UInt64) -> Bool {
+        if owner.load(ordering: .relaxed) == thread { return false }
+        var deadline: UInt64 = 0
+        while true {
+            for _ in 0..<64 {
+                let bits = bits.load(ordering: .relaxed)
+                if bits & LaneWord.holding != 0 { return false }
+                if bits == 0, tryTake(thread: thread) { return true }
+            }
+            let now = DispatchTime.now().uptimeNanoseconds
+            if deadline == 0 {
+                deadline = now &+ nanoseconds
+            } else if now >= deadline {
+                return false
+            }
+        }
     }
 
     /// The holder's give-back without `laneLock`: succeeds when no updater was queued since the lane was taken (the

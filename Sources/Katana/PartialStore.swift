@@ -394,8 +394,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
         let thread = currentThreadID
         // The common case — the store ready, the lane idle, nothing queued — takes the lane with one compare-and-swap;
-        // anything else arrives under `laneLock`.
-        if !laneWord.tryTake(thread: thread) {
+        // a lane another thread holds is waited for briefly (`spinTake`); anything else arrives under `laneLock`.
+        if !laneWord.tryTake(thread: thread), !laneWord.spinTake(thread: thread, nanoseconds: Self.laneWaitNanoseconds) {
             laneLock.lock()
             var arrival = lane.arrive(thread: thread)
             if arrival == .waitForRoom { arrival = waitForRoom(thread: thread) }
@@ -743,6 +743,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// the rest to the store's queue: enough to avoid a thread hop per item under contention, small enough that
     /// `dispatch` stays short.
     @usableFromInline static var combiningItemBudget: Int { 256 }
+    /// How long a dispatch that finds the lane held by another thread waits for it before queueing its updater
+    /// (`LaneWord.spinTake`). Queueing at once fed itself under contention: while one producer held the lane and
+    /// combined, the others queued behind it — an item, a handle cell and a lock pair each, the cells crossing
+    /// cores — so every dispatch became a queued one. Waiting a few microseconds instead lets the holder run its
+    /// own dispatches inline meanwhile, as an unfair lock lets its holder run on.
+    @usableFromInline static var laneWaitNanoseconds: UInt64 { 2_000 }
     @usableFromInline static var combiningTimeBudgetNanoseconds: UInt64 { 20_000 }
 
     /// How long a producer waits for room with no batch taken from the lane before the lane counts as stalled.

@@ -1,3 +1,4 @@
+import Dispatch
 @testable import Katana
 import Testing
 
@@ -138,6 +139,31 @@ import Testing
         #expect(!lane.word.tryTake(thread: c), "work left behind is taken by whoever combines, under the lock")
         let queue = lane.takeForQueue(thread: c)
         #expect(queue && lane.owner == c)
+    }
+
+    @Test func aDispatchWaitsForABusyLaneOnlyWhenAnotherThreadHoldsItAndNeverPastQueuedWork() {
+        var lane = LaneState(backlogLimit: nil)
+        #expect(!lane.word.spinTake(thread: a, nanoseconds: 1_000), "before readiness nothing takes the lane: held")
+        let rest = lane.takeHeld()
+        #expect(rest == nil)
+        #expect(lane.word.spinTake(thread: a, nanoseconds: 1_000), "an idle, empty lane is taken at once")
+        #expect(lane.owner == a)
+
+        // The holder dispatching (from an updater or a listener) must queue at once: waiting for itself, it would
+        // wait the whole time for nothing (a minute here; the bound only keeps a broken check from hanging).
+        let start = DispatchTime.now().uptimeNanoseconds
+        #expect(!lane.word.spinTake(thread: a, nanoseconds: 60_000_000_000))
+        #expect(DispatchTime.now().uptimeNanoseconds - start < 30_000_000_000, "the holder waited for its own lane")
+
+        #expect(!lane.word.spinTake(thread: b, nanoseconds: 1_000), "a holder that stays: the wait ends, and b queues")
+        let behind = lane.arrive(thread: b)
+        #expect(behind == .enqueue)
+        lane.enqueue(item(from: b))
+        let left = lane.endTurn(thread: a)
+        #expect(left)
+        // Idle with b's item queued: c must not go ahead of it (it queues, and whoever combines applies both in order).
+        #expect(!lane.word.spinTake(thread: c, nanoseconds: 1_000))
+        #expect(!lane.busy)
     }
 
     @Test func aTurnThatRunsOutOfBudgetLeavesWorkForTheNextDispatcherOrTheQueue() {
