@@ -743,13 +743,14 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// the rest to the store's queue: enough to avoid a thread hop per item under contention, small enough that
     /// `dispatch` stays short.
     @usableFromInline static var combiningItemBudget: Int { 256 }
+    @usableFromInline static var combiningTimeBudgetNanoseconds: UInt64 { 20_000 }
+
     /// How long a dispatch that finds the lane held by another thread waits for it before queueing its updater
     /// (`LaneWord.spinTake`). Queueing at once fed itself under contention: while one producer held the lane and
     /// combined, the others queued behind it — an item, a handle cell and a lock pair each, the cells crossing
     /// cores — so every dispatch became a queued one. Waiting a few microseconds instead lets the holder run its
     /// own dispatches inline meanwhile, as an unfair lock lets its holder run on.
     @usableFromInline static var laneWaitNanoseconds: UInt64 { 2_000 }
-    @usableFromInline static var combiningTimeBudgetNanoseconds: UInt64 { 20_000 }
 
     /// How long a producer waits for room with no batch taken from the lane before the lane counts as stalled.
     @usableFromInline static var backPressureStallNanoseconds: UInt64 { 100_000_000 }
