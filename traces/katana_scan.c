@@ -36,13 +36,29 @@
 
 static const char *trace_root = "?";
 
+/* Writes `text` to `out` with control characters escaped (\n, \t, \r, else \xHH): a message quotes damaged
+   input (a metadata token, the trace's path), and must still be one line. */
+static void put_escaped(FILE *out, const char *text) {
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c == '\n') fputs("\\n", out);
+        else if (*c == '\t') fputs("\\t", out);
+        else if (*c == '\r') fputs("\\r", out);
+        else if (*c < 0x20 || *c == 0x7f) fprintf(out, "\\x%02x", *c);
+        else fputc(*c, out);
+    }
+}
+
 __attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *format, ...) {
     char message[512];
     va_list args;
     va_start(args, format);
     vsnprintf(message, sizeof message, format, args);
     va_end(args);
-    fprintf(stderr, "katana_scan: %s: %s\n", trace_root, message);
+    fputs("katana_scan: ", stderr);
+    put_escaped(stderr, trace_root);
+    fputs(": ", stderr);
+    put_escaped(stderr, message);
+    fputc('\n', stderr);
     exit(3);
 }
 

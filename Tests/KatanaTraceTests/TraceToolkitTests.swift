@@ -272,6 +272,44 @@ struct TraceToolkitTests {
         #expect(declined > 0 && read > 0, "the damage should sometimes be read past and sometimes declined: \(read) read, \(declined) declined")
     }
 
+    /// A damaged metadata text whose error quotes a string token running over several lines (a bit flip that made
+    /// a `"`, found by the fuzz test above): the native reader's message is still one line, and so is the note
+    /// `analyze` prints when it falls back to babeltrace2 — a reader of stderr (CI, a log) gets one record.
+    @Test func aMetadataErrorQuotingSeveralLinesStaysOneLine() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-scan-lines-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let scanner = root.appendingPathComponent("katana_scan")
+        let source = Paths.packageRoot.appendingPathComponent("traces/katana_scan.c").path
+        let built = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"),
+            ["cc", "-O1", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-o", scanner.path, source, "-lm"])
+        try #require(built.status == 0, "katana_scan.c must build without a warning: \(built.err)")
+        let trace = root.appendingPathComponent("trace")
+        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
+        let metadata = trace.appendingPathComponent("ust/uid/0/64-bit/metadata")
+        var bytes = [UInt8](try Data(contentsOf: metadata))
+        // `trace {` becomes `trace "` and the `;` after `minor = 8` a `"`: a string token over three lines (bytes
+        // replaced, not inserted, so the metadata packet's sizes still hold).
+        func offset(of text: String, from start: Int = 0) throws -> Int {
+            let pattern = Array(text.utf8)
+            return try #require((start...(bytes.count - pattern.count)).first { Array(bytes[$0..<($0 + pattern.count)]) == pattern })
+        }
+        let open = try offset(of: "trace {") + 6
+        bytes[open] = UInt8(ascii: "\"")
+        bytes[try offset(of: "minor = 8;", from: open) + 9] = UInt8(ascii: "\"")
+        try Data(bytes).write(to: metadata)
+
+        let declined = try await runProcessSuspending(scanner, ["analyze", trace.path])
+        #expect(declined.status == 3, "\(declined.err)")
+        #expect(declined.err.hasPrefix("katana_scan: ") && declined.err.split(separator: "\n").count == 1,
+                "the native reader's message runs over lines: \(declined.err)")
+        #expect(declined.err.contains("expected '{'"), "\(declined.err)")
+
+        let analyzed = try await Toolkit.slowTool(["--stall-timeout", "10", "analyze", trace.path])
+        let notes = analyzed.err.split(separator: "\n").filter { !$0.isEmpty }
+        #expect(notes.count == 1, "analyze's stderr runs over lines (status \(analyzed.status)): \(analyzed.err.prefix(800))")
+    }
+
     @Test func theSampleExportMatchesTheGoldenFileAndKeepsEveryDispatchInPerfettosRules() async throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("katana-export-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: output) }
