@@ -136,6 +136,16 @@ func recordedDispatches(_ trace: String) async throws -> Set<String> {
 /// Where `analyze --json` read through the native reader (katana_scan.c) and through babeltrace2 (the reference)
 /// differ on `trace` with `options`: nothing, or the first differences as "path: native vs babeltrace2". Also fails
 /// unless each report says it came from the reader asked for.
+/// Builds the native reader (`traces/katana_scan.c`) at `executable` with `cc -O1` and `flags`; it must build
+/// without a warning.
+func buildNativeReader(_ executable: URL, flags: [String] = []) async throws -> URL {
+    let source = Paths.packageRoot.appendingPathComponent("traces/katana_scan.c").path
+    let built = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"),
+        ["cc", "-O1", "-std=gnu11", "-Wall", "-Wextra", "-Werror"] + flags + ["-o", executable.path, source, "-lm"])
+    try #require(built.status == 0, "katana_scan.c must build without a warning: \(built.err)")
+    return executable
+}
+
 func readerDisagreements(_ trace: String, _ options: [String] = []) async throws -> [String] {
     func report(_ reader: String) async throws -> [String: Any] {
         let outcome = try await Toolkit.slowTool(["analyze", "--json", "--reader", reader] + options + [trace])
@@ -214,12 +224,8 @@ struct TraceToolkitTests {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-scan-fuzz-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
-        let scanner = root.appendingPathComponent("katana_scan-asan")
-        let source = Paths.packageRoot.appendingPathComponent("traces/katana_scan.c").path
-        let built = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"),
-            ["cc", "-O1", "-g", "-std=gnu11", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror",
-             "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-o", scanner.path, source, "-lm"])
-        try #require(built.status == 0, "katana_scan.c must build without a warning: \(built.err)")
+        let scanner = try await buildNativeReader(root.appendingPathComponent("katana_scan-asan"),
+            flags: ["-g", "-ffp-contract=off", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"])
 
         let folder = "ust/uid/0/64-bit"
         var generator = SystemRandomNumberGenerator()
@@ -279,11 +285,7 @@ struct TraceToolkitTests {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-scan-lines-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
-        let scanner = root.appendingPathComponent("katana_scan")
-        let source = Paths.packageRoot.appendingPathComponent("traces/katana_scan.c").path
-        let built = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"),
-            ["cc", "-O1", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-o", scanner.path, source, "-lm"])
-        try #require(built.status == 0, "katana_scan.c must build without a warning: \(built.err)")
+        let scanner = try await buildNativeReader(root.appendingPathComponent("katana_scan"))
         let trace = root.appendingPathComponent("trace")
         try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
         let metadata = trace.appendingPathComponent("ust/uid/0/64-bit/metadata")
