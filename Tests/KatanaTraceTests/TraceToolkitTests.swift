@@ -133,9 +133,6 @@ func recordedDispatches(_ trace: String) async throws -> Set<String> {
 }
 
 
-/// Where `analyze --json` read through the native reader (katana_scan.c) and through babeltrace2 (the reference)
-/// differ on `trace` with `options`: nothing, or the first differences as "path: native vs babeltrace2". Also fails
-/// unless each report says it came from the reader asked for.
 /// Builds the native reader (`traces/katana_scan.c`) at `executable` with `cc -O1` and `flags`; it must build
 /// without a warning.
 func buildNativeReader(_ executable: URL, flags: [String] = []) async throws -> URL {
@@ -146,6 +143,9 @@ func buildNativeReader(_ executable: URL, flags: [String] = []) async throws -> 
     return executable
 }
 
+/// Where `analyze --json` read through the native reader (katana_scan.c) and through babeltrace2 (the reference)
+/// differ on `trace` with `options`: nothing, or the first differences as "path: native vs babeltrace2". Also fails
+/// unless each report says it came from the reader asked for.
 func readerDisagreements(_ trace: String, _ options: [String] = []) async throws -> [String] {
     func report(_ reader: String) async throws -> [String: Any] {
         let outcome = try await Toolkit.slowTool(["analyze", "--json", "--reader", reader] + options + [trace])
