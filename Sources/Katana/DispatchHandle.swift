@@ -116,6 +116,11 @@ final class HandleCell: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var cancelledTokens: [UInt64] = []
     @usableFromInline @exclusivity(unchecked) var nextToken: UInt64 = 0
     /// The task running a side effect's body, so `cancel()` can cancel it (never fails: see `PartialStore.start`).
+    /// Kept after the cell resolves, until the cell goes, as a `Task` handle keeps its task: a finished task is its
+    /// 304-byte object alone (the runtime releases its closure, which holds this cell, when it completes), and
+    /// releasing it on resolution freed that object on the pool thread, from the dispatching thread's malloc arena —
+    /// one locked free more per side effect than a plain `Task`, contending with the dispatching thread's mallocs for
+    /// the arena's lock (side effects dispatched at once: 2.2 µs each against 1.05 µs when kept).
     @usableFromInline @exclusivity(unchecked) var task: Task<Void, any Error>?
     /// Side effects dispatched through this side effect's context (finished ones are pruned now and then):
     /// cancelled with it. They share this cell's lock (one per store), so their outcomes can be read under it.
@@ -167,7 +172,6 @@ final class HandleCell: @unchecked Sendable {
             for other in moreWaiters { other.continuation.resume(returning: result) }
             moreWaiters = []
         }
-        if task != nil { task = nil }
         if !children.isEmpty { children = [] }
     }
 
@@ -178,6 +182,9 @@ final class HandleCell: @unchecked Sendable {
         assert(isDone && waiter == nil && moreWaiters.isEmpty, "a cell reused before it was resolved")
         phase.store(Phase.waiting, ordering: .relaxed)
         isDone = false
+        // A side effect's cell that an interceptor gave to an updater in its place still holds the side effect's
+        // finished task: the new item must not cancel it (nor keep it).
+        if task != nil { task = nil }
         if !cancelledTokens.isEmpty { cancelledTokens = [] }
         traceID = 0
     }
