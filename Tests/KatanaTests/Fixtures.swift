@@ -126,6 +126,14 @@ final class Counter: Sendable {
     var value: Int { storage.load(ordering: .relaxed) }
 }
 
+/// Records `true` in `released` when it is released: a test gives one to an item to see the item let go.
+final class ReleaseToken: @unchecked Sendable {
+    // `released` is immutable (a thread-safe recorder).
+    let released: Recorder<Bool>
+    init(released: Recorder<Bool>) { self.released = released }
+    deinit { released.append(true) }
+}
+
 /// Lets a test watch an object being released.
 final class WeakBox<T: AnyObject>: @unchecked Sendable {
     // Written once on the test's task before it is read by `eventually`'s polling on the same task.

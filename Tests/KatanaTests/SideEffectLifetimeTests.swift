@@ -6,14 +6,8 @@ import Testing
 /// `HandleCell.task`), and that task's closure holds the cell while it runs: nothing of the side effect may outlive
 /// its work through that loop — neither what the side effect captured, nor the cell once the handle is gone.
 @Suite struct SideEffectLifetimeTests {
-    final class Token: @unchecked Sendable {
-        let released: Recorder<Bool>
-        init(released: Recorder<Bool>) { self.released = released }
-        deinit { released.append(true) }
-    }
-
     struct Holding: SideEffect {
-        let token: Token
+        let token: ReleaseToken
         func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
             try await context.dispatch(Increment()).value
         }
@@ -22,7 +16,7 @@ import Testing
     @Test func aFinishedSideEffectIsReleasedWhileItsHandleIsKept() async throws {
         let store = makeStore()
         let released = Recorder<Bool>()
-        let handle = store.dispatch(Holding(token: Token(released: released)))
+        let handle = store.dispatch(Holding(token: ReleaseToken(released: released)))
         try await handle.value
         #expect(store.state.counter == 1)
         #expect(await eventually(seconds: 30) { released.all == [true] })
@@ -37,7 +31,7 @@ import Testing
         let released = Recorder<Bool>()
         let cell = WeakBox<HandleCell>()
         do {
-            let handle = store.dispatch(Holding(token: Token(released: released)))
+            let handle = store.dispatch(Holding(token: ReleaseToken(released: released)))
             guard case let .pending(pending) = handle.storage else {
                 Issue.record("a side effect's handle is always pending when dispatched")
                 return

@@ -53,15 +53,8 @@ import KatanaTrace
         #expect(store.state.counter == 2)
     }
 
-    /// Set when a `Tracked` side effect's token is released.
-    final class Token: @unchecked Sendable {
-        let released: Recorder<Bool>
-        init(released: Recorder<Bool>) { self.released = released }
-        deinit { released.append(true) }
-    }
-
     struct Tracked: SideEffect {
-        let token: Token
+        let token: ReleaseToken
         func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
             try await context.dispatch(Append(value: 9)).value
         }
@@ -74,7 +67,7 @@ import KatanaTrace
         func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                            forward: (any Dispatchable) throws -> Void) throws {
             guard item is Increment else { return try next(item) }
-            try forward(Tracked(token: Token(released: released)))
+            try forward(Tracked(token: ReleaseToken(released: released)))
             if thenThrow { throw TestError(code: 3) }
         }
     }
