@@ -1,7 +1,9 @@
+import CKatanaTraceProvider
 import Glibc
 
-/// This thread's identity, for "does this thread hold it?" checks.
-@inlinable var currentThreadID: UInt { UInt(pthread_self()) }
+/// This thread's identity, for "does this thread hold it?" checks (`katana_thread_id`: a register read, where
+/// `pthread_self()` was a call into libc).
+@inlinable var currentThreadID: UInt { UInt(katana_thread_id()) }
 
 /// A `pthread_mutex_t` lock. Used instead of `Synchronization.Mutex` because ThreadSanitizer on Linux does not
 /// see `Mutex`'s lock and reports false races (see STYLE.md); with this lock a TSan report is always real.

@@ -1,6 +1,7 @@
 #ifndef CKATANA_TRACE_PROVIDER_H
 #define CKATANA_TRACE_PROVIDER_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 /* The seam between Katana's core and a native tracing provider linked into the same process.
@@ -84,6 +85,22 @@ static inline uint64_t katana_duration_ns(uint64_t token) {
         return (uint64_t)((double)ticks * per_tick);
     }
     return katana_duration_ns_slow(token);
+}
+
+/* The calling thread's identity for the store's "does this thread hold it?" checks: its thread pointer, unique
+ * among live threads and fixed for a thread's life, read from a register where pthread_self() is a call into libc
+ * (several per dispatch). Not pthread_self()'s value on every platform: compare it only with itself. */
+#if defined(__has_builtin) && (defined(__x86_64__) || defined(__aarch64__))
+#if __has_builtin(__builtin_thread_pointer)
+#define KATANA_THREAD_POINTER 1
+#endif
+#endif
+static inline uintptr_t katana_thread_id(void) {
+#ifdef KATANA_THREAD_POINTER
+    return (uintptr_t)__builtin_thread_pointer();
+#else
+    return (uintptr_t)pthread_self();
+#endif
 }
 
 /* Makes `provider` (which must live for the whole process) this process's native provider. The first
