@@ -89,7 +89,7 @@ static inline uint64_t katana_duration_ns(uint64_t token) {
 
 /* The calling thread's identity for the store's "does this thread hold it?" checks: its thread pointer, unique
  * among live threads and fixed for a thread's life, read from a register where pthread_self() is a call into libc
- * (several per dispatch). Not pthread_self()'s value on every platform: compare it only with itself. */
+ * (one or more per dispatch). Not pthread_self()'s value on every platform: compare it only with itself. */
 #if defined(__has_builtin) && (defined(__x86_64__) || defined(__aarch64__))
 #if __has_builtin(__builtin_thread_pointer)
 #define KATANA_THREAD_POINTER 1
