@@ -103,6 +103,15 @@ static inline uintptr_t katana_thread_id(void) {
 #endif
 }
 
+/* A spin-wait hint: lets the core the waiter shares run, and keeps its polling off the line it watches. */
+static inline void katana_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* Makes `provider` (which must live for the whole process) this process's native provider. The first
  * registration wins; returns 0 then, -1 if another provider was registered first, -2 for a table of another ABI. */
 int katana_trace_register_provider(const struct katana_trace_provider *provider);
