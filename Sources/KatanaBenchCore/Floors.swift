@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import KatanaTrace
+import Synchronization
 
 /// The floors `micro` measures beside each figure, in the same run: the least any store could cost for the same
 /// work on this machine, so a budget can be a ratio that means the same on a noisy or a faster machine.
@@ -48,8 +49,41 @@ enum Floors {
         return Double(elapsed) / Double(count)
     }
 
-    /// Two producers' floor: two threads updating one locked counter, started together, aggregate ns per update.
+    /// A `Synchronization.Mutex` around a counter: the two-producer floor's lock.
+    final class MutexCounter: Sendable {
+        private let value = Mutex<Int>(0)
+
+        @inline(never)
+        func increment() -> Int { value.withLock { $0 &+= 1; return $0 } }
+
+        var current: Int { value.withLock { $0 } }
+    }
+
+    /// Two producers' floor: two threads updating one `Mutex`-guarded counter, started together, aggregate ns per
+    /// update.
+    ///
+    /// A `Mutex`, not the `pthread_mutex_t` of ``LockedCounter``: on Linux a contended `Mutex` spins briefly, then
+    /// waits in a priority-inheritance futex, which gives the lock to the waiter when the holder unlocks — so every
+    /// run measures two threads taking turns: 31–43 ns here (medians of five, 24 runs). glibc's mutex, default or
+    /// adaptive, lets the thread that unlocks take the lock straight back, so a run was anything from one thread
+    /// alone for long stretches to a handoff per update — 9–82 ns from one run to the next in the same rounds — and
+    /// a ratio to it meant little.
+    /// Under ThreadSanitizer, which does not see `Mutex`'s lock and would report its counter as a race (STYLE.md),
+    /// the pthread counter stands in: figures from a sanitized build mean nothing anyway.
     static func twoThreadsOnOneLock(count: Int) -> Double {
+        guard !threadSanitizerIsActive else { return twoThreadsOnOnePthreadLock(count: count) }
+        let counter = MutexCounter()
+        let perThread = count / 2
+        let start = runStartedTogether(threads: 2) { _ in
+            for _ in 0..<perThread { blackHole(counter.increment()) }
+        }
+        let elapsed = nowNanoseconds() - start
+        precondition(counter.current == perThread * 2)
+        return Double(elapsed) / Double(perThread * 2)
+    }
+
+    /// ``twoThreadsOnOneLock(count:)`` on a `pthread_mutex_t`, for sanitized builds.
+    static func twoThreadsOnOnePthreadLock(count: Int) -> Double {
         let counter = LockedCounter()
         let perThread = count / 2
         let start = runStartedTogether(threads: 2) { _ in
@@ -59,6 +93,9 @@ enum Floors {
         precondition(counter.current == perThread * 2)
         return Double(elapsed) / Double(perThread * 2)
     }
+
+    /// Whether this process runs under ThreadSanitizer (its runtime is linked in).
+    static let threadSanitizerIsActive = dlsym(nil, "__tsan_init") != nil
 
     /// A side effect's floor: `count` unstructured tasks, each one locked update, spawned at once and all awaited;
     /// ns per task.
