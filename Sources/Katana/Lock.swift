@@ -17,17 +17,22 @@ final class Lock: @unchecked Sendable {
     /// Bytes of one cache line on the machines we run on (x86-64, and 64 on most arm64 cores too).
     @usableFromInline static let cacheLine = 64
 
-    /// - Parameter adaptive: spin briefly before sleeping when the lock is taken (glibc's
-    ///   `PTHREAD_MUTEX_ADAPTIVE_NP`). For locks held for a few dozen nanoseconds by many threads, where
-    ///   sleeping in the kernel and waking up costs far more than the wait itself.
+    /// Whether `lock()` spins before sleeping when another thread holds the lock (see `init(adaptive:)`).
+    @usableFromInline let spins: Bool
+
+    /// - Parameter adaptive: spin briefly before sleeping when the lock is taken, as glibc's
+    ///   `PTHREAD_MUTEX_ADAPTIVE_NP` does. For locks held for a few dozen nanoseconds by many threads, where
+    ///   sleeping in the kernel and waking up costs far more than the wait itself. Done here, around a default
+    ///   mutex: glibc's adaptive type costs ~2.9 ns more per uncontended lock and unlock than the default one
+    ///   (10.2 against 7.3 here), a try-lock before the default lock ~0.9 (8.2).
     @usableFromInline init(adaptive: Bool = false) {
+        spins = adaptive
         let bytes = (MemoryLayout<pthread_mutex_t>.stride + Lock.cacheLine - 1) / Lock.cacheLine * Lock.cacheLine
         mutex = UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: Lock.cacheLine)
             .bindMemory(to: pthread_mutex_t.self, capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
-        if adaptive { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP)) }
         let rc = pthread_mutex_init(mutex, &attributes)
         pthread_mutexattr_destroy(&attributes)
         precondition(rc == 0, "pthread_mutex_init failed: \(rc)")
@@ -38,7 +43,26 @@ final class Lock: @unchecked Sendable {
         UnsafeMutableRawPointer(mutex).deallocate()  // allocated raw, cache-line aligned
     }
 
-    @inlinable func lock() { pthread_mutex_lock(mutex) }
+    @inlinable func lock() {
+        if spins {
+            if pthread_mutex_trylock(mutex) != 0 { lockAfterSpinning() }
+        } else {
+            pthread_mutex_lock(mutex)
+        }
+    }
+
+    /// An adaptive lock that another thread holds: try again between pauses, up to `spinLimit` times (glibc's
+    /// adaptive mutex spins up to 100), then sleep in `pthread_mutex_lock`.
+    @usableFromInline @inline(never)
+    func lockAfterSpinning() {
+        for _ in 0..<Lock.spinLimit {
+            katana_cpu_relax()
+            if pthread_mutex_trylock(mutex) == 0 { return }
+        }
+        pthread_mutex_lock(mutex)
+    }
+
+    @usableFromInline static let spinLimit = 100
     @inlinable func unlock() { pthread_mutex_unlock(mutex) }
     /// Takes the lock if it is free; `false` if another thread (or this one) holds it.
     @inlinable func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
@@ -82,7 +106,7 @@ final class Lock: @unchecked Sendable {
 
     @inlinable
     func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(mutex)
+        lock()
         defer { pthread_mutex_unlock(mutex) }
         return try body()
     }
