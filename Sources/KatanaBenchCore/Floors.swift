@@ -94,6 +94,49 @@ enum Floors {
         return Double(elapsed) / Double(perThread * 2)
     }
 
+    /// How fast two busy threads run beside each other, against one alone: the slower one's rate of independent
+    /// work (no shared memory) with both running, over one thread's alone. ~1 when the machine gives the two threads
+    /// cores of their own; ~0.5 when they share one (two virtual CPUs on one physical core, or a neighbour's busy
+    /// thread beside one of them) — then a two-thread figure measures that, not the store, and its floor can move
+    /// either way (a handoff between threads on one core is cheap, their own work slow).
+    static func twoThreadSpeed(nanoseconds: UInt64 = 20_000_000) -> Double {
+        let alone = independentWorkRates(threads: 1, nanoseconds: nanoseconds)
+        let beside = independentWorkRates(threads: 2, nanoseconds: nanoseconds)
+        guard let one = alone.first, one > 0, let slower = beside.min() else { return 0 }
+        return slower / one
+    }
+
+    /// Each of `threads` threads, started together, does arithmetic of its own for `nanoseconds`; its rate in work
+    /// units per nanosecond.
+    static func independentWorkRates(threads: Int, nanoseconds: UInt64) -> [Double] {
+        let rates = Rates(count: threads)
+        _ = runStartedTogether(threads: threads) { index in
+            let begin = nowNanoseconds()
+            var units = 0, value: UInt64 = UInt64(index) &+ 1, now = begin
+            repeat {
+                for _ in 0..<1_000 { value = value &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407 }
+                units &+= 1
+                now = nowNanoseconds()
+            } while now &- begin < nanoseconds
+            blackHole(value)
+            rates.set(index, Double(units) / Double(now &- begin))
+        }
+        return rates.all
+    }
+
+    /// One slot per thread.
+    final class Rates: @unchecked Sendable {
+        // Each slot is written by one thread and read after they all returned; the lock orders both.
+        private var slots: [Double]
+        private let lock = NSLock()
+
+        init(count: Int) { slots = Array(repeating: 0, count: count) }
+
+        func set(_ index: Int, _ rate: Double) { lock.withLock { slots[index] = rate } }
+
+        var all: [Double] { lock.withLock { slots } }
+    }
+
     /// Whether this process runs under ThreadSanitizer (its runtime is linked in).
     static let threadSanitizerIsActive = dlsym(nil, "__tsan_init") != nil
 

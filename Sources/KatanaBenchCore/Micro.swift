@@ -114,17 +114,28 @@ struct Micro: AsyncParsableCommand {
                 report(String(format: "side effect awaiting one updater   %9.1f ns/op", perOp), "side_effect", perOp, floors: floors,
                        floor: "a Task doing a locked update, spawned and awaited", budget: "≤ 1.5×", into: &figures)
             case .twoProducers:
-                var ones: [Double] = [], twos: [Double] = [], floors: [Double] = []
+                var ones: [Double] = [], twos: [Double] = [], floors: [Double] = [], speeds: [Double] = []
                 for _ in 0..<runs {
                     ones.append(try await producers(1, count: iterations, backend: backend))
                     twos.append(try await producers(2, count: iterations, backend: backend))
-                    if self.floors { floors.append(Floors.twoThreadsOnOneLock(count: iterations)) }
+                    if self.floors {
+                        floors.append(Floors.twoThreadsOnOneLock(count: iterations))
+                        speeds.append(Floors.twoThreadSpeed())
+                    }
                 }
                 let one = median(ones), two = median(twos)
                 figures["one_producer_ns_per_op"] = one
                 report(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op aggregate", one, two), "two_producers", two,
                        floors: floors, floor: Floors.threadSanitizerIsActive ? "two threads on one pthread mutex, under TSan" : "two threads on one Mutex",
                        budget: "≤ 3×", into: &figures)
+                if !speeds.isEmpty {
+                    let speed = median(speeds)
+                    figures["two_thread_speed"] = speed
+                    print(String(format: "  two busy threads each ran at %.2f× one alone's speed%@", speed,
+                                 speed < Micro.sharedCoreSpeed
+                                     ? " — the two CPUs were not both this process's: two-thread figures and their ratio from this run measure the machine"
+                                     : ""))
+                }
             case .listeners:
                 let perOp = median((0..<runs).map { _ in
                     fireAndForget(count: iterations, backend: backend, listeners: Micro.listenerCount)
@@ -232,6 +243,8 @@ struct Micro: AsyncParsableCommand {
     }
 
     /// Listeners in the `listeners` case, interceptors in the `interceptors` case (which has the usual one listener).
+    /// Below this `two_thread_speed`, `micro` says the two threads did not have two CPUs to themselves.
+    static let sharedCoreSpeed = 0.8
     static let listenerCount = 4
     static let interceptorCount = 3
 

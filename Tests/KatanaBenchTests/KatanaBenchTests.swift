@@ -229,6 +229,10 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
             #expect(abs(quotient - value / base) < 1e-6 * quotient, "\(ratio) is \(figure) / \(floor)")
         }
         #expect(figures["interceptors_added_ns_per_op"] != nil && (figures["interceptors_floor_ns"] ?? 0) > 0)
+        // How fast two busy threads ran beside each other: what the two-producer ratio is worth on this machine.
+        let speed = try #require(figures["two_thread_speed"], "no two_thread_speed")
+        #expect(speed > 0 && speed.isFinite)
+        #expect(outcome.out.contains("two busy threads each ran at"), "\(outcome.out)")
         #expect(figures["raw_lttng_event_floor_ns"] == nil, "no session: no raw-event floor")
         #expect(outcome.out.contains("× its floor"), "\(outcome.out)")
     }
