@@ -7,7 +7,7 @@ import Synchronization
 /// work on this machine, so a budget can be a ratio that means the same on a noisy or a faster machine.
 enum Floors {
     /// A pthread mutex around a counter — the primitive the Store's lane uses — with nothing else.
-    final class LockedCounter: @unchecked Sendable {
+    final class LockedCounter: LockedCounting, @unchecked Sendable {
         // `value` is guarded by `mutex`.
         private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         private var value = 0
@@ -50,7 +50,7 @@ enum Floors {
     }
 
     /// A `Synchronization.Mutex` around a counter: the two-producer floor's lock.
-    final class MutexCounter: Sendable {
+    final class MutexCounter: LockedCounting {
         private let value = Mutex<Int>(0)
 
         @inline(never)
@@ -71,20 +71,12 @@ enum Floors {
     /// Under ThreadSanitizer, which does not see `Mutex`'s lock and would report its counter as a race (STYLE.md),
     /// the pthread counter stands in: figures from a sanitized build mean nothing anyway.
     static func twoThreadsOnOneLock(count: Int) -> Double {
-        guard !threadSanitizerIsActive else { return twoThreadsOnOnePthreadLock(count: count) }
-        let counter = MutexCounter()
-        let perThread = count / 2
-        let start = runStartedTogether(threads: 2) { _ in
-            for _ in 0..<perThread { blackHole(counter.increment()) }
-        }
-        let elapsed = nowNanoseconds() - start
-        precondition(counter.current == perThread * 2)
-        return Double(elapsed) / Double(perThread * 2)
+        threadSanitizerIsActive ? twoThreads(on: LockedCounter(), count: count) : twoThreads(on: MutexCounter(), count: count)
     }
 
-    /// ``twoThreadsOnOneLock(count:)`` on a `pthread_mutex_t`, for sanitized builds.
-    static func twoThreadsOnOnePthreadLock(count: Int) -> Double {
-        let counter = LockedCounter()
+    /// Two threads, started together, each taking `counter`'s lock for half of `count` updates; aggregate ns per
+    /// update. (Generic, so each counter's `increment` is called directly.)
+    static func twoThreads<Counter: LockedCounting>(on counter: Counter, count: Int) -> Double {
         let perThread = count / 2
         let start = runStartedTogether(threads: 2) { _ in
             for _ in 0..<perThread { blackHole(counter.increment()) }
@@ -177,6 +169,12 @@ enum Floors {
         blackHole(sum)
         return Double(elapsed) / Double(count)
     }
+}
+
+/// A counter updated under a lock, for the floors.
+protocol LockedCounting: AnyObject, Sendable {
+    func increment() -> Int
+    var current: Int { get }
 }
 
 /// Hides a closure from the optimiser, so a floor measures a real call.
