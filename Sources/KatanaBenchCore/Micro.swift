@@ -81,7 +81,7 @@ struct Micro: AsyncParsableCommand {
                     if let event = Floors.rawEvent(count: iterations, backend: backend) { events.append(event) }
                 }
                 let perOp = median(perOps)
-                report(String(format: "fire-and-forget updater dispatch   %9.1f ns/op", perOp), "fire_and_forget", perOp, floors: floors,
+                report(String(format: "fire-and-forget updater dispatch   %9.1f ns/op", perOp), "fire_and_forget", perOp, perRun: perOps, floors: floors,
                        floor: "a locked update and a listener call", budget: "≤ 100 ns", into: &figures)
                 if !events.isEmpty {
                     // A recorded inline updater emits one event (updater_inline): its floor is one raw event. The
@@ -111,7 +111,7 @@ struct Micro: AsyncParsableCommand {
                     if self.floors { floors.append(await Floors.taskSpawnAndAwait(count: iterations / 10)) }
                 }
                 let perOp = median(perOps)
-                report(String(format: "side effect awaiting one updater   %9.1f ns/op", perOp), "side_effect", perOp, floors: floors,
+                report(String(format: "side effect awaiting one updater   %9.1f ns/op", perOp), "side_effect", perOp, perRun: perOps, floors: floors,
                        floor: "a Task doing a locked update, spawned and awaited", budget: "≤ 1.5×", into: &figures)
             case .twoProducers:
                 var ones: [Double] = [], twos: [Double] = [], floors: [Double] = [], speeds: [Double] = []
@@ -126,7 +126,7 @@ struct Micro: AsyncParsableCommand {
                 let one = median(ones), two = median(twos)
                 figures["one_producer_ns_per_op"] = one
                 report(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op aggregate", one, two), "two_producers", two,
-                       floors: floors, floor: Floors.threadSanitizerIsActive ? "two threads on one pthread mutex, under TSan" : "two threads on one Mutex",
+                       perRun: twos, floors: floors, floor: Floors.threadSanitizerIsActive ? "two threads on one pthread mutex, under TSan" : "two threads on one Mutex",
                        budget: "≤ 3×", into: &figures)
                 if !speeds.isEmpty {
                     let speed = median(speeds)
@@ -228,23 +228,26 @@ struct Micro: AsyncParsableCommand {
     }
 
     /// Records `value` as `<key>_ns_per_op` and prints `line`; with floors, also the floor (the median of `floors`)
-    /// and the ratio, in the JSON and on the line.
-    private func report(_ line: String, _ key: String, _ value: Double, floors: [Double], floor label: String, budget: String,
-                        into figures: inout [String: Double]) {
+    /// and the ratio, in the JSON and on the line. The ratio is the median of each run's own (its figure over the
+    /// floor measured right after it), not the quotient of the two medians: on a machine whose speed changes between
+    /// runs, the two medians can come from different runs, and each run's pair saw the same machine.
+    private func report(_ line: String, _ key: String, _ value: Double, perRun: [Double], floors: [Double],
+                        floor label: String, budget: String, into figures: inout [String: Double]) {
         figures["\(key)_ns_per_op"] = value
-        guard self.floors, !floors.isEmpty else {
+        guard self.floors, !floors.isEmpty, floors.count == perRun.count else {
             print(line)
             return
         }
         let floor = median(floors)
+        let ratio = pairedRatio(figures: perRun, floors: floors)
         figures["\(key)_floor_ns"] = floor
-        figures["\(key)_ratio"] = value / floor
-        print(line + String(format: "   %5.1f× its floor (%@: %.1f ns); budget %@", value / floor, label, floor, budget))
+        figures["\(key)_ratio"] = ratio
+        print(line + String(format: "   %5.1f× its floor (%@: %.1f ns); budget %@", ratio, label, floor, budget))
     }
 
-    /// Listeners in the `listeners` case, interceptors in the `interceptors` case (which has the usual one listener).
     /// Below this `two_thread_speed`, `micro` says the two threads did not have two CPUs to themselves.
     static let sharedCoreSpeed = 0.8
+    /// Listeners in the `listeners` case, interceptors in the `interceptors` case (which has the usual one listener).
     static let listenerCount = 4
     static let interceptorCount = 3
 
@@ -401,6 +404,13 @@ func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     guard !sorted.isEmpty else { return .nan }
     return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// A figure's ratio to its floor over several runs: the median of each run's figure over that run's floor (runs
+/// paired in order), so a run's figure is only ever compared with the floor measured beside it.
+func pairedRatio(figures: [Double], floors: [Double]) -> Double {
+    precondition(figures.count == floors.count, "one floor per run")
+    return median(zip(figures, floors).map { $0 / $1 })
 }
 
 /// Keeps the optimiser from discarding a value.

@@ -212,6 +212,16 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(outcome.out.contains("4 listeners") && outcome.out.contains("3 interceptors"))
     }
 
+    /// A ratio over several runs pairs each run's figure with its own floor: a run on a slow machine (both
+    /// figures high) must not be divided by another run's floor.
+    @Test func aRatioOverRunsIsTheMedianOfEachRunsOwn() {
+        // Runs 1 and 3 on a fast machine, run 2 on one 10× slower: every run's own ratio is 2 or 3.
+        let figures: [Double] = [10, 100, 12], floors: [Double] = [5, 50, 4]
+        #expect(pairedRatio(figures: figures, floors: floors) == 2)
+        #expect(median(figures) / median(floors) == 2.4, "what dividing the medians gave")
+        #expect(pairedRatio(figures: [30, 90], floors: [10, 45]) == 2.5, "an even count: the mean of the middle two")
+    }
+
     /// Each figure beside its floor, measured in the same run, and their ratio (what the budgets are stated in).
     @Test func figuresComeWithTheirFloorsAndRatios() async throws {
         let directory = try temporaryDirectory()
