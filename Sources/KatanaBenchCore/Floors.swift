@@ -99,18 +99,32 @@ enum Floors {
     }
 
     /// Each of `threads` threads, started together, does arithmetic of its own for `nanoseconds`; its rate in work
-    /// units per nanosecond.
+    /// units per nanosecond. Eight independent chains (four multiplying, four adding and rotating), so one thread
+    /// keeps its core's units busy and two threads on one core (hyperthreads) slow each other: a single dependent
+    /// chain leaves most of a core idle between its steps, so two such threads sharing one core would not.
     static func independentWorkRates(threads: Int, nanoseconds: UInt64) -> [Double] {
         let rates = Rates(count: threads)
         _ = runStartedTogether(threads: threads) { index in
             let begin = nowNanoseconds()
-            var units = 0, value: UInt64 = UInt64(index) &+ 1, now = begin
+            let seed = UInt64(index) &+ 1
+            var (a, b, c, d) = (seed, seed &+ 2, seed &+ 4, seed &+ 6)
+            var (e, f, g, h) = (seed &+ 1, seed &+ 3, seed &+ 5, seed &+ 7)
+            var units = 0, now = begin
             repeat {
-                for _ in 0..<1_000 { value = value &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407 }
+                for _ in 0..<250 {
+                    a = a &* 6_364_136_223_846_793_005 &+ 1
+                    b = b &* 2_862_933_555_777_941_757 &+ 3
+                    c = c &* 3_202_034_522_624_059_733 &+ 5
+                    d = d &* 3_935_559_000_370_003_845 &+ 7
+                    e = (e &+ 0x9E37_79B9_7F4A_7C15).rotated(13)
+                    f = (f &+ 0xBF58_476D_1CE4_E5B9).rotated(17)
+                    g = (g &+ 0x94D0_49BB_1331_11EB).rotated(29)
+                    h = (h &+ 0xD6E8_FEB8_6659_FD93).rotated(31)
+                }
                 units &+= 1
                 now = nowNanoseconds()
             } while now &- begin < nanoseconds
-            blackHole(value)
+            blackHole(a ^ b ^ c ^ d ^ e ^ f ^ g ^ h)
             rates.set(index, Double(units) / Double(now &- begin))
         }
         return rates.all
@@ -169,6 +183,11 @@ enum Floors {
         blackHole(sum)
         return Double(elapsed) / Double(count)
     }
+}
+
+extension UInt64 {
+    /// Rotated left by `bits` (0 < bits < 64).
+    @inline(__always) func rotated(_ bits: UInt64) -> UInt64 { (self << bits) | (self >> (64 &- bits)) }
 }
 
 /// A counter updated under a lock, for the floors.
