@@ -103,7 +103,7 @@ enum Floors {
     /// keeps its core's units busy and two threads on one core (hyperthreads) slow each other: a single dependent
     /// chain leaves most of a core idle between its steps, so two such threads sharing one core would not.
     static func independentWorkRates(threads: Int, nanoseconds: UInt64) -> [Double] {
-        let rates = Rates(count: threads)
+        let rates = PerThreadSlots<Double>(count: threads)
         _ = runStartedTogether(threads: threads) { index in
             let begin = nowNanoseconds()
             let seed = UInt64(index) &+ 1
@@ -128,19 +128,6 @@ enum Floors {
             rates.set(index, Double(units) / Double(now &- begin))
         }
         return rates.all
-    }
-
-    /// One slot per thread.
-    final class Rates: @unchecked Sendable {
-        // Each slot is written by one thread and read after they all returned; the lock orders both.
-        private var slots: [Double]
-        private let lock = NSLock()
-
-        init(count: Int) { slots = Array(repeating: 0, count: count) }
-
-        func set(_ index: Int, _ rate: Double) { lock.withLock { slots[index] = rate } }
-
-        var all: [Double] { lock.withLock { slots } }
     }
 
     /// Whether this process runs under ThreadSanitizer (its runtime is linked in).

@@ -331,7 +331,7 @@ struct Micro: AsyncParsableCommand {
     private func producers(_ producers: Int, count: Int, backend: any TraceBackend) async throws -> Double {
         let store = makeStore(backend: backend)
         let perProducer = count / producers
-        let lastHandles = LastHandles(count: producers)
+        let lastHandles = PerThreadSlots<DispatchHandle<Void>>(count: producers)
         let start = runStartedTogether(threads: producers) { producer in
             var last: DispatchHandle<Void>?
             for _ in 0..<perProducer { last = store.dispatch(Increment()) }
@@ -343,19 +343,6 @@ struct Micro: AsyncParsableCommand {
         precondition(store.state.counter == perProducer * producers, "lost updates")
         return Double(elapsed) / Double(perProducer * producers)
     }
-}
-
-/// One slot per producer thread for its last handle.
-final class LastHandles: @unchecked Sendable {
-    // Each slot is written by one producer thread and read after they all returned.
-    private var slots: [DispatchHandle<Void>?]
-    private let lock = NSLock()
-
-    init(count: Int) { slots = Array(repeating: nil, count: count) }
-
-    func set(_ index: Int, _ handle: DispatchHandle<Void>) { lock.withLock { slots[index] = handle } }
-
-    var all: [DispatchHandle<Void>] { lock.withLock { slots.compactMap { $0 } } }
 }
 
 /// Times `count` calls of a trivial async function: direct, through `passThrough`, inside `context.interval`.

@@ -40,3 +40,17 @@ final class StartBarrier: Sendable {
         while releasedAt.load(ordering: .acquiring) == 0 { sched_yield() }
     }
 }
+
+/// One slot per thread of a `runStartedTogether` run, for what each thread leaves behind (a producer's last handle,
+/// a thread's rate). Each slot is written by its own thread and read after they all returned; the lock orders both.
+final class PerThreadSlots<Value: Sendable>: @unchecked Sendable {
+    private var slots: [Value?]
+    private let lock = NSLock()
+
+    init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    func set(_ index: Int, _ value: Value) { lock.withLock { slots[index] = value } }
+
+    /// The values set, in slot order.
+    var all: [Value] { lock.withLock { slots.compactMap { $0 } } }
+}
