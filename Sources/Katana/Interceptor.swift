@@ -131,14 +131,17 @@ func sameType<U: Dispatchable>(_ item: any Dispatchable, as _: U.Type) -> U? {
 
 /// A store's composed closure chain, in a box the store retains by hand and calls through an unretained reference:
 /// the closure is a `let` here, so a dispatch calls it without retaining and releasing the chain's context around
-/// the call (read from the store's `var`, it was: two atomic reference-count operations per dispatch).
+/// the call (read from the store's `var`, it was: two atomic reference-count operations per dispatch). Generic over
+/// the chain's type, so the chain is kept in the form ``composeChain(_:context:end:done:elsewhere:)`` built it in;
+/// a call from code that names its type adapts it at the call, which the optimiser folds away (kept as that type,
+/// it was a re-abstraction thunk in front of the chain: one more call per dispatch).
 @usableFromInline
-final class ClosureChain: Sendable {
-    @usableFromInline let call: StoreInterceptorChain
-    init(_ call: @escaping StoreInterceptorChain) { self.call = call }
+final class ClosureChain<Link: Sendable>: Sendable {
+    @usableFromInline let call: Link
+    init(_ call: Link) { self.call = call }
 }
 
-extension Unmanaged where Instance == ClosureChain {
+extension Unmanaged where Instance == ClosureChain<StoreInterceptorChain> {
     /// Runs the chain on `item` (the store holds the box for as long as it can be called).
     @inlinable @inline(__always)
     func callAsFunction(_ item: any Dispatchable) throws { try _withUnsafeGuaranteedRef { try $0.call(item) } }

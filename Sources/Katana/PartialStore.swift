@@ -66,7 +66,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     /// Katana's closure interceptors composed into one chain: written once before ready; retained by hand and
     /// released in deinit (see ``ClosureChain``).
-    @usableFromInline @exclusivity(unchecked) final var chain: Unmanaged<ClosureChain>?
+    @usableFromInline @exclusivity(unchecked) final var chain: Unmanaged<ClosureChain<StoreInterceptorChain>>?
     /// Where the chain's last `next` finds an updater's inline run through it (see ``ClosureChainEnd``).
     @usableFromInline final let closureEnd = ClosureChainEnd()
     /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
@@ -1469,15 +1469,15 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
             firstTypedLink = list.map { Unmanaged.passRetained($0) }
         }
         if let context, !interceptors.isEmpty {
-            let end = closureEnd
-            let last: StoreInterceptorNext = { [weak self] item in
-                // An updater's inline run on this thread (no weak load, no thread-local lookup); else a side effect's
-                // or a queued item's interception (thread-local frame), or a deferred call.
-                if try end.handle(item) { return }
+            // The chain's last `next`: an updater's inline run on this thread (no weak load, no thread-local lookup)
+            // ends there; a side effect's or a queued item's interception (thread-local frame), or a deferred call,
+            // goes through the store.
+            let elsewhere: @Sendable (any Dispatchable) throws -> Void = { [weak self] item in
                 guard let self else { throw KatanaError.storeReleased }
                 try self.interceptedNext(item)
             }
-            chain = Unmanaged.passRetained(ClosureChain(composeChain(interceptors, context: context, last: last)))
+            chain = Unmanaged.passRetained(composeChain(interceptors, context: context, end: closureEnd, done: (),
+                                                        elsewhere: elsewhere))
         }
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
         while true {
@@ -1496,17 +1496,26 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     }
 }
 
-/// Composes Katana's interceptors into one chain ending in `last`. Generic over the chain's type on purpose: the
-/// interceptors arrive in an array, which holds function values in their most general form, and code that names
-/// their concrete type wraps each one taken out of it (and each `next` passed into it) in a re-abstraction thunk
-/// — two more thunk calls per link on every dispatch. Here every link stays in the array's form: only `last` is
-/// wrapped once going in, and the whole chain once coming out.
+/// Composes Katana's interceptors into one chain whose last `next` ends an inline run through `end`, or else calls
+/// `elsewhere`. Generic over the chain's result on purpose: the interceptors arrive in an array, which holds function
+/// values in their most general form (a result returned indirectly), and code that names their concrete type wraps
+/// each one taken out of it (and each `next` passed into it) in a re-abstraction thunk — two more calls per link on
+/// every dispatch. A function returning `R` has that form already: every link stays as the array holds it, and the
+/// last `next`, made here, is made in that form too (made by the caller, it was wrapped once going in).
 @usableFromInline
-func composeChain<Context, Link>(
-    _ interceptors: [@Sendable (Context) -> @Sendable (Link) -> Link], context: Context, last: Link
-) -> Link {
+func composeChain<Context, R: Sendable>(
+    _ interceptors: [@Sendable (Context) -> @Sendable (@escaping @Sendable (any Dispatchable) throws -> R)
+                        -> @Sendable (any Dispatchable) throws -> R],
+    context: Context, end: ClosureChainEnd, done: R,
+    elsewhere: @escaping @Sendable (any Dispatchable) throws -> Void
+) -> ClosureChain<@Sendable (any Dispatchable) throws -> R> {
+    let last: @Sendable (any Dispatchable) throws -> R = { item in
+        if try end.handle(item) { return done }
+        try elsewhere(item)
+        return done
+    }
     let handlers = interceptors.map { $0(context) }
     var next = last
     for handler in handlers.reversed() { next = handler(next) }
-    return next
+    return ClosureChain(next)
 }
