@@ -81,8 +81,11 @@ struct Micro: AsyncParsableCommand {
                     if let event = Floors.rawEvent(count: iterations, backend: backend) { events.append(event) }
                 }
                 let perOp = median(perOps)
+                // While a session records, the dispatch's budget is the recorded one (the line below): ≤ 100 ns is
+                // the untraced dispatch's.
+                let budget = backend.isEnabled ? "≤ 350 ns while a session records" : "≤ 100 ns"
                 report(String(format: "fire-and-forget updater dispatch   %9.1f ns/op", perOp), "fire_and_forget", perOp, perRun: perOps, floors: floors,
-                       floor: "a locked update and a listener call", budget: "≤ 100 ns", into: &figures)
+                       floor: "a locked update and a listener call", budget: budget, into: &figures)
                 if !events.isEmpty {
                     // A recorded inline updater emits one event (updater_inline): its floor is one raw event. The
                     // budget is absolute (≤ 350 ns), so it means the same whatever the floor.

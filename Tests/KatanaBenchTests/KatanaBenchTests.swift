@@ -245,6 +245,8 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(outcome.out.contains("two busy threads each ran at"), "\(outcome.out)")
         #expect(figures["raw_lttng_event_floor_ns"] == nil, "no session: no raw-event floor")
         #expect(outcome.out.contains("× its floor"), "\(outcome.out)")
+        #expect(outcome.out.contains("budget ≤ 100 ns") && !outcome.out.contains("while a session records"),
+                "no session: the untraced dispatch's budget\n\(outcome.out)")
     }
 
     @Test func anUnknownCaseIsRejected() async throws {

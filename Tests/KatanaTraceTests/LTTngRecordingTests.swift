@@ -381,6 +381,23 @@ extension LTTngRecordingTests {
         #expect(events.filter { $0["ph"] as? String == "b" && $0["cat"] as? String == "interval" }.count == 200)
     }
 
+    /// `micro` while a session records: the dispatch's line states the recorded budget, beside one raw event's
+    /// cost — not the untraced dispatch's ≤ 100 ns, which a recorded dispatch (~250 ns here) would seem to break.
+    @Test func microWhileASessionRecordsStatesTheRecordedBudget() async throws {
+        let session = try RecordingSession()
+        defer { session.destroy() }
+        let json = session.directory.deletingLastPathComponent().appendingPathComponent("\(session.name)-micro.json")
+        defer { try? FileManager.default.removeItem(at: json) }
+        let micro = try await runSuspending([Paths.katanaBench.path, "micro", "--only", "fire-and-forget", "--iterations", "2000",
+                                             "--runs", "1", "--backend", "lttng", "--json", json.path])
+        try #require(micro.status == 0, "\(micro.err)")
+        #expect(micro.err.contains("session listening: true"), "\(micro.err)")
+        #expect(micro.out.contains("budget ≤ 350 ns while a session records"), "\(micro.out)")
+        #expect(!micro.out.contains("≤ 100 ns"), "\(micro.out)")
+        let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Double])
+        #expect((figures["raw_lttng_event_floor_ns"] ?? 0) > 0, "\(figures)")
+    }
+
     @Test func katanaBenchRecordsItsOwnRunWithTrace() async throws {
         try LTTngEnvironment.ensureSessiond()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-trace-\(UUID().uuidString)")
