@@ -156,6 +156,26 @@ func recording(_ tag: String, into recorder: Recorder<String>) -> StoreIntercept
         #expect(store.state.log == [1, 2, 3])
     }
 
+    /// A `next` kept past its store's life refuses what it is given, with `storeReleased`: it neither applies the
+    /// item to a released store nor crashes (the chain's last `next` holds the store weakly).
+    @Test func aNextKeptPastItsStoresLifeThrowsStoreReleased() async throws {
+        let kept = Recorder<StoreInterceptorNext>()
+        let storeWatcher = WeakBox<TestStore>()
+        do {
+            let keeping: StoreInterceptor = { _ in { next in
+                kept.append(next)
+                return { item in try next(item) }
+            } }
+            let store = makeStore(interceptors: [keeping])
+            storeWatcher.object = store
+            try await store.dispatch(Increment()).value
+            #expect(store.state.counter == 1)
+        }
+        #expect(await eventually { storeWatcher.object == nil }, "the store was not released")
+        let next = try #require(kept.all.first)
+        #expect(throws: KatanaError.storeReleased) { try next(Increment()) }
+    }
+
     @Test func middlewareWorksAsAnInterceptor() async throws {
         let seen = Recorder<String>()
         let middleware: StoreMiddleware = { getState, dispatch in { next in { action in
