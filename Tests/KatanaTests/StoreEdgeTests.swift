@@ -36,6 +36,9 @@ extension Bounded {
     }
 }
 
+/// A side effect that sleeps `seconds` unless cancelled. The tests give it an hour and cancel it: one that only
+/// slept 120 s could finish before its cancellation, or before a 100 ms timer it races, when the TSan suite's
+/// cooperative pool froze for ~140 s (both timers were then due at once).
 struct SlowSideEffect: SideEffect {
     let seconds: Double
     let sawCancellation: Counter
@@ -178,7 +181,7 @@ struct LoopUntilRejected: SideEffect {
     @Test func aCancelledTaskAwaitingAHandleStopsWaitingPromptly() async throws {
         let store = makeStore()
         let sawCancellation = Counter()
-        let handle = store.dispatch(SlowSideEffect(seconds: 120, sawCancellation: sawCancellation))
+        let handle = store.dispatch(SlowSideEffect(seconds: 3_600, sawCancellation: sawCancellation))
         defer { handle.cancel() }
         let outcome = await within(seconds: 120) {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -199,7 +202,7 @@ struct LoopUntilRejected: SideEffect {
     @Test func cancellingASideEffectCancelsItsBodyAndRejectsItsHandle() async throws {
         let store = makeStore()
         let sawCancellation = Counter()
-        let handle = store.dispatch(SlowSideEffect(seconds: 120, sawCancellation: sawCancellation))
+        let handle = store.dispatch(SlowSideEffect(seconds: 3_600, sawCancellation: sawCancellation))
         #expect(await eventually { store.sideEffectsRunning == 1 })
         handle.cancel()
         let outcome = await within(seconds: 120) { try await handle.value }
@@ -239,7 +242,7 @@ struct LoopUntilRejected: SideEffect {
             let store = makeStore()
             watcher.object = store
             for _ in 0..<5 {
-                handles.append(store.dispatch(SlowSideEffect(seconds: 120, sawCancellation: sawCancellation)))
+                handles.append(store.dispatch(SlowSideEffect(seconds: 3_600, sawCancellation: sawCancellation)))
                 // One at a time, so they enter the list in dispatch order (the last one is the list's head).
                 let running = handles.count
                 #expect(await eventually(seconds: 120) { store.sideEffectsRunning == running })
