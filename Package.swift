@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(
             name: "KatanaTests",
             dependencies: [
-                "Katana", "KatanaTrace",
+                "Katana", "KatanaTrace", "KatanaTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ]

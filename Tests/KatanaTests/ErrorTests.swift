@@ -1,4 +1,5 @@
 import Katana
+import KatanaTestSupport
 import Testing
 
 struct BothKinds: StateUpdater, SideEffect {

@@ -1,6 +1,7 @@
 import Foundation
 import InMemoryLogging
 import Katana
+import KatanaTestSupport
 import KatanaTrace
 import Logging
 import Synchronization

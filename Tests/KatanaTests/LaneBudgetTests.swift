@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import Katana
+import KatanaTestSupport
 import KatanaTrace
 import Synchronization
 import Testing

@@ -1,4 +1,5 @@
 @testable import Katana
+import KatanaTestSupport
 import KatanaTrace
 import Testing
 

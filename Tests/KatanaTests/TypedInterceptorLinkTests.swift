@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Katana
+import KatanaTestSupport
 import KatanaTrace
 
 /// The typed chain's links hold each interceptor with its own type (`TypedLinkOf<I>`) and keep what an interceptor

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Katana
+import KatanaTestSupport
 import KatanaTrace
 import Testing
 
@@ -266,16 +267,4 @@ func onThread(_ work: @escaping @Sendable () -> Void) async {
             continuation.resume()
         }.start()
     }
-}
-
-/// Waits until `condition` holds (checked every millisecond) or `seconds` pass. A liveness bound, not a timing
-/// claim: it returns as soon as the condition holds, so the bound is wide — under ThreadSanitizer the Swift runtime's
-/// metadata lock has stalled the whole process for tens of seconds (10 s was once not enough for 800 side effects).
-func eventually(seconds: Double = 120, _ condition: @Sendable () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(nanoseconds: 1_000_000)
-    }
-    return condition()
 }
