@@ -41,7 +41,14 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
         get async {
             switch storage {
             case let .resolved(result): result
-            case let .pending(cell): HandleCell.typed(await cell.wait(), as: Value.self)
+            case let .pending(cell):
+                if Value.self == Void.self {
+                    // A `Void` handle only reports completion: its outcome's error, if any, is all there is to read
+                    // (copying the whole `Result` out and converting it cost ~170 instructions per side effect).
+                    if let failure = await cell.waitForFailure() { .failure(failure) } else { .success(() as! Value) }
+                } else {
+                    HandleCell.typed(await cell.wait(), as: Value.self)
+                }
             }
         }
     }
@@ -162,21 +169,28 @@ final class HandleCell: @unchecked Sendable {
     @inlinable
     func resolveAppliedLocked() {
         guard !isDone else { return }
-        completeLocked(.success(()))
+        isDone = true
+        // No `Result` is built unless someone waits (making and destroying one cost ~50 instructions per item).
+        if waiter != nil { resumeWaitersLocked(.success(())) }
+        if !children.isEmpty { children = [] }
     }
 
     /// The resolving steps after `outcome` holds `result`: marks the cell done and resumes its waiters.
     @inlinable
     func completeLocked(_ result: Outcome) {
         isDone = true
-        // Resuming only enqueues the waiting task on its executor, so doing it under the lock is safe.
-        if let waiter {
-            waiter.continuation.resume(returning: result)
-            self.waiter = nil
-            for other in moreWaiters { other.continuation.resume(returning: result) }
-            moreWaiters = []
-        }
+        if waiter != nil { resumeWaitersLocked(result) }
         if !children.isEmpty { children = [] }
+    }
+
+    /// Resumes the waiters with `result` (there is at least one). Resuming only enqueues the waiting task on its
+    /// executor, so doing it under the lock is safe.
+    @inlinable
+    func resumeWaitersLocked(_ result: Outcome) {
+        waiter?.continuation.resume(returning: result)
+        waiter = nil
+        for other in moreWaiters { other.continuation.resume(returning: result) }
+        moreWaiters = []
     }
 
     /// Makes a resolved cell nobody else references a new, waiting one (for a queued updater: its own lock's
@@ -296,10 +310,36 @@ final class HandleCell: @unchecked Sendable {
             lock.unlock()
             return outcome
         }
+        return await suspendUntilResolved(token: takeTokenAndUnlock())
+    }
+
+    /// `wait()` for a handle that reports only completion: the error the cell was resolved with, or nil for success
+    /// (whatever the value). Reads only the error out of a resolved cell.
+    @usableFromInline
+    nonisolated(nonsending) func waitForFailure() async -> (any Error)? {
+        lock.lock()
+        if isDone {
+            let failure: (any Error)? = if case let .failure(error) = outcome { error } else { nil }
+            lock.unlock()
+            return failure
+        }
+        if case let .failure(error) = await suspendUntilResolved(token: takeTokenAndUnlock()) { return error }
+        return nil
+    }
+
+    /// A token for a waiter about to suspend; releases the lock (held by the caller).
+    @usableFromInline
+    func takeTokenAndUnlock() -> UInt64 {
         let token = nextToken
         nextToken &+= 1
         lock.unlock()
-        return await withTaskCancellationHandler {
+        return token
+    }
+
+    /// Suspends until the cell resolves (or the waiting task is cancelled: then `CancellationError`).
+    @usableFromInline
+    nonisolated(nonsending) func suspendUntilResolved(token: UInt64) async -> Outcome {
+        await withTaskCancellationHandler {
             await withUnsafeContinuation { continuation in
                 lock.lock()
                 if isDone {

@@ -93,10 +93,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline final let nativeUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
 
-    /// A context of the store's own types with no scope (see `ScopedSideEffectContext`). A `let`: a side effect's
-    /// context is copied from it in place (read from a `var`, the existential was copied out first — one more copy of
-    /// the context, and a retain and release of the store's shared reference object, per side effect).
-    @usableFromInline final let contextPrototype: any ScopedSideEffectContext
 
     /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
     /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
@@ -142,7 +138,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     init(configuration: StoreConfiguration, tracer: any TraceBackend, contextPrototype: any ScopedSideEffectContext) {
         self.configuration = configuration
-        self.contextPrototype = contextPrototype
         self.tracer = tracer
         self.tracerCombinesInline = tracer.combinesInlineUpdaters
         let native = tracer as? NativeTraceBackend
@@ -152,7 +147,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
         self.listenersAreInline = configuration.listenerExecutor.isInline
-        self.sideEffects = SideEffectRegistry(tracer: tracer, budgets: configuration.latencyBudgets)
+        self.sideEffects = SideEffectRegistry(lock: completionLock, tracer: tracer, budgets: configuration.latencyBudgets,
+                                              contextPrototype: contextPrototype)
         self.room = Lock.Condition(laneLock)
         self.lane = LaneState(backlogLimit: configuration.backlogLimit, word: laneWord)
         sideEffects.host = self
@@ -219,7 +215,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// A context for a side effect (or, with no scope, for the interceptors): a `SideEffectContext` of the store's
     /// own types, so Katana 6's `context as? SideEffectContext<S, D>` works on what it receives.
     @usableFromInline final func makeContext(scope: HandleCell?) -> any AnySideEffectContext {
-        contextPrototype.withScope(scope)
+        sideEffects.contextPrototype.withScope(scope)
     }
 
     /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).
@@ -1453,6 +1449,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     final func becomeReady(initialState: S, interceptors: [StoreInterceptor]) {
         stateLock.withLock { _state = initialState }
         intercepting = !configuration.interceptors.isEmpty || !interceptors.isEmpty
+        sideEffects.intercepts = intercepting
         // One context for the interceptors of both forms.
         let context = intercepting ? makeContext(scope: nil) : nil
         if let context, !configuration.interceptors.isEmpty {

@@ -12,7 +12,7 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
     public typealias Configuration = StoreConfiguration
 
     /// The dependencies handed to every side effect as `context.dependencies`.
-    public let dependencies: D
+    @inlinable public var dependencies: D { reference.dependencies }
 
     /// How this store's contexts reach it weakly.
     @usableFromInline let reference: WeakStoreReference<S, D>
@@ -47,14 +47,19 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
         configuration: Configuration = .init()
     ) {
         let tracer = configuration.traceBackend ?? KatanaTracing.backend
+        // The reference holds the dependencies; their closures reach the store through an object of their own (through
+        // the reference, strongly, the two would keep each other alive; weakly, the reference would get a side table,
+        // and every retain of it — two per side effect — would take the runtime's slow path: ~100 instructions).
         let reference = WeakStoreReference<S, D>(tracer: tracer)
+        let target = WeakStore<S, D>()
         self.reference = reference
-        dependencies = dependenciesInitializer(
-            { item in reference.store?.anyDispatch(item) ?? .rejected(KatanaError.storeReleased) },
-            { reference.store?.state ?? S() }
+        reference.dependencies = dependenciesInitializer(
+            { item in target.store?.anyDispatch(item) ?? .rejected(KatanaError.storeReleased) },
+            { target.store?.state ?? S() }
         )
         super.init(configuration: configuration, tracer: tracer,
-                   contextPrototype: SideEffectContext(reference: reference, dependencies: dependencies, scope: nil))
+                   contextPrototype: SideEffectContext(reference: reference, scope: nil))
+        target.store = self
         reference.store = self
         configuration.stateInitializerExecutor.run { [weak self] in
             guard let self else { return }
@@ -75,13 +80,22 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
     }
 }
 
-/// Lets the dependency container's closures and side-effect contexts reach the store without keeping it alive.
+/// The store, weakly: what the dependency container's `dispatch` and `getState` closures reach it through.
+final class WeakStore<S: State, D: SideEffectDependencyContainer>: @unchecked Sendable {
+    // Written once in Store.init, before the store is visible to any other thread; read-only afterwards.
+    weak var store: Store<S, D>?
+}
+
+/// Lets side-effect contexts reach the store without keeping it alive, and holds the store's dependencies.
 /// Contexts hold this (a strong, bitwise-movable reference) rather than a weak reference of their own: a value with a
 /// weak reference cannot sit in an existential's inline buffer, so `any AnySideEffectContext` would need a heap box.
 @usableFromInline
 final class WeakStoreReference<S: State, D: SideEffectDependencyContainer>: @unchecked Sendable {
     // Written once in Store.init, before the store is visible to any other thread; read-only afterwards.
     @usableFromInline @exclusivity(unchecked) weak var store: Store<S, D>?
+    /// The store's dependencies, what every context of it hands out (set once in Store.init, like `store`; an
+    /// implicitly unwrapped optional only because the container's initialiser needs this reference first).
+    @usableFromInline @exclusivity(unchecked) var dependencies: D!
     /// The store's trace backend, held strongly: `context.interval` asks it without loading the weak reference. A
     /// `let`, so reading it needs no exclusivity check.
     @usableFromInline let tracer: any TraceBackend

@@ -1,5 +1,6 @@
 import Foundation
 import Katana
+import KatanaTrace
 import KatanaTestSupport
 import Synchronization
 import Testing
@@ -140,15 +141,84 @@ struct ForOtherStore: SideEffect {
     }
 }
 
-/// A context fits an existential's inline buffer (three words) when the dependencies are a class: handing it out
-/// as `any AnySideEffectContext` allocates nothing.
+/// A context is two references, whatever the dependencies: handing it out as `any AnySideEffectContext` never boxes
+/// it on the heap, and copying it never copies the dependencies.
 @Suite struct SideEffectContextLayoutTests {
     final class ClassDependencies: SideEffectDependencyContainer, @unchecked Sendable {
         init(dispatch: @escaping AnyDispatch, getState: @escaping GetState) {}
     }
 
-    @Test func aContextIsThreeWordsWithClassDependencies() {
-        #expect(MemoryLayout<SideEffectContext<CounterState, ClassDependencies>>.size <= 3 * MemoryLayout<Int>.size)
-        #expect(MemoryLayout<SideEffectContext<CounterState, EmptySideEffectDependencyContainer>>.size <= 3 * MemoryLayout<Int>.size)
+    /// Four words of dependencies (two closures: the container most apps write first).
+    struct ClosureDependencies: SideEffectDependencyContainer {
+        let dispatch: AnyDispatch
+        let getState: GetState
+        init(dispatch: @escaping AnyDispatch, getState: @escaping GetState) {
+            self.dispatch = dispatch
+            self.getState = getState
+        }
+    }
+
+    @Test func aContextIsTwoWordsWhateverTheDependencies() {
+        let words = 2 * MemoryLayout<Int>.size
+        #expect(MemoryLayout<SideEffectContext<CounterState, ClassDependencies>>.size == words)
+        #expect(MemoryLayout<SideEffectContext<CounterState, EmptySideEffectDependencyContainer>>.size == words)
+        #expect(MemoryLayout<SideEffectContext<CounterState, ClosureDependencies>>.size == words)
+    }
+}
+
+/// The dependencies live as long as their store, no longer: they are kept once per store (every context hands out
+/// that one container), and their closures reach the store without keeping it — or the dependencies — alive.
+@Suite struct SideEffectDependencyLifetimeTests {
+    final class TrackedDependencies: SideEffectDependencyContainer, @unchecked Sendable {
+        // Immutable after init; `token` only reports the container's release.
+        let dispatch: AnyDispatch
+        let getState: GetState
+        let token: ReleaseToken
+        static let released = Recorder<Bool>()
+        init(dispatch: @escaping AnyDispatch, getState: @escaping GetState) {
+            self.dispatch = dispatch
+            self.getState = getState
+            token = ReleaseToken(released: Self.released)
+        }
+    }
+    typealias TrackedStore = Store<CounterState, TrackedDependencies>
+
+    /// A container of its own, so only the test below creates (and releases) `TrackedDependencies`.
+    final class PlainDependencies: SideEffectDependencyContainer, @unchecked Sendable {
+        init(dispatch: @escaping AnyDispatch, getState: @escaping GetState) {}
+    }
+
+    struct Identity: ReturningSideEffect {
+        func sideEffect(_ context: SideEffectContext<CounterState, PlainDependencies>) async throws -> ObjectIdentifier {
+            ObjectIdentifier(context.dependencies)
+        }
+    }
+
+    @Test func everyContextHandsOutTheStoresOneContainer() async throws {
+        let store = Store<CounterState, PlainDependencies>()
+        let seen = try await store.dispatch(Identity()).value
+        #expect(seen == ObjectIdentifier(store.dependencies))
+        #expect(try await store.dispatch(Identity()).value == seen)
+    }
+
+    @Test func theDependenciesGoWithTheirStoreAndTheirClosuresThenRejectDispatches() async throws {
+        var store: TrackedStore? = TrackedStore(interceptors: [], stateInitializer: { CounterState() },
+                                                configuration: .init(traceBackend: NoOpTraceBackend()))
+        let weakStore = WeakBox<TrackedStore>()
+        weakStore.object = store
+        let (dispatch, getState) = (store!.dependencies.dispatch, store!.dependencies.getState)
+        try await dispatch(Increment()).value
+        #expect((getState() as? CounterState)?.counter == 1)
+        let before = TrackedDependencies.released.all.count
+        store = nil
+        #expect(await eventually { weakStore.object == nil }, "the dependencies' closures keep their store alive")
+        #expect(await eventually { TrackedDependencies.released.all.count == before + 1 },
+                "the dependencies outlive their store (a cycle through their closures)")
+        let outcome = await dispatch(Increment()).result
+        guard case let .failure(error) = outcome, (error as? KatanaError) == .storeReleased else {
+            Issue.record("a released store's dispatch closure: \(outcome)")
+            return
+        }
+        #expect((getState() as? CounterState) == CounterState())
     }
 }
