@@ -173,8 +173,8 @@ struct LaneState {
     }
 
     /// The flood policy: wait only when the lane is full, held by another thread, not stalled, and this producer
-    /// already has updaters queued — so an occasional dispatcher, or a side effect awaiting its updaters one at a
-    /// time, never waits, and the holder (an updater, listener or interceptor dispatching) never waits for itself.
+    /// already has updaters queued — so an occasional dispatcher never waits, and the holder (an updater, listener or
+    /// interceptor dispatching) never waits for itself. (A dispatch inside a task is never asked: `canWait` false.)
     @inlinable
     func mustWaitForRoom(thread: UInt) -> Bool {
         pending.count >= backlogLimit && busy && owner != thread && stalledAt != progress

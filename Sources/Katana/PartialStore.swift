@@ -23,8 +23,8 @@ public protocol AnyStore: AnyObject, Sendable {
 ///
 /// ## Threading contract
 /// - `dispatch` returns at once from any thread, and applies at most the combining budget of other threads' work;
-///   the one wait is the flood policy's (`StoreConfiguration.backlogLimit`): a producer that already has updaters
-///   queued in a full lane waits for room, never while the lane is stalled.
+///   the one wait is the flood policy's (`StoreConfiguration.backlogLimit`): a producer thread that already has
+///   updaters queued in a full lane waits for room, never while the lane is stalled, and never inside a task.
 /// - State updaters are applied one at a time, in a single global order that respects each producer's dispatch
 ///   order, even when an earlier one is slow. When the updater lane is idle, the dispatching thread applies its
 ///   own updater before `dispatch` returns (so awaiting its handle does not suspend); when the lane is busy the
@@ -392,8 +392,10 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         // The common case — the store ready, the lane idle, nothing queued — takes the lane with one compare-and-swap;
         // a lane another thread holds is waited for briefly (`spinTake`); anything else arrives under `laneLock`.
         if !laneWord.tryTake(thread: thread), !laneWord.spinTake(thread: thread, nanoseconds: Self.laneWaitNanoseconds) {
+            // A task never waits for room (see `dispatchingThreadMayWait`); asked before taking the lock.
+            let mayWait = Self.dispatchingThreadMayWait
             laneLock.lock()
-            var arrival = lane.arrive(thread: thread)
+            var arrival = lane.arrive(thread: thread, canWait: mayWait)
             if arrival == .waitForRoom { arrival = waitForRoom(thread: thread) }
             guard arrival == .applyInline else {
                 let cell = queuedUpdaterCell(for: V.self)
@@ -747,6 +749,16 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// cores — so every dispatch became a queued one. Waiting a few microseconds instead lets the holder run its
     /// own dispatches inline meanwhile, as an unfair lock lets its holder run on.
     @usableFromInline static var laneWaitNanoseconds: UInt64 { 2_000 }
+
+    /// Whether a dispatch on this thread may wait for room in a full lane (the flood policy): not inside a task. A
+    /// task's thread is one of Swift's cooperative pool, which runs every side effect and every other task of the
+    /// process (two threads on a 2-core machine): waiting there stalls them all. And the policy counts producers by
+    /// thread, so side effects that each await their updaters one at a time, taking turns on one pool thread, looked
+    /// like one producer with updaters queued — under a flood they blocked the pool's threads one after the other.
+    /// A task's updaters queue past the limit instead; back-pressure applies to threads. (Only asked on the slow path:
+    /// the lane busy after the brief wait for it.)
+    @inlinable
+    static var dispatchingThreadMayWait: Bool { withUnsafeCurrentTask { $0 == nil } }
 
     /// How long a producer waits for room with no batch taken from the lane before the lane counts as stalled.
     @usableFromInline static var backPressureStallNanoseconds: UInt64 { 100_000_000 }

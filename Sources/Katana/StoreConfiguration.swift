@@ -53,8 +53,9 @@ public struct StoreConfiguration: Sendable {
     public var traceBackend: (any TraceBackend)?
     /// Per-type latency budgets: a traced dispatch over its budget emits `budget_exceeded` (see ``LatencyBudgets``).
     public var latencyBudgets: LatencyBudgets
-    /// The flood policy: how many updaters may wait in the lane before producers that already have updaters waiting
-    /// there are made to wait (back-pressure) until it has drained to half. `nil`: no limit (`dispatch` never
+    /// The flood policy: how many updaters may wait in the lane before producer threads that already have updaters
+    /// waiting there are made to wait (back-pressure) until it has drained to half. A dispatch inside a task (a side
+    /// effect, any async code) never waits: it would block a thread of Swift's cooperative pool. `nil`: no limit (`dispatch` never
     /// waits, and under a flood the backlog, and the wait of every awaited updater behind it, grows without bound).
     /// The lane stays one FIFO either way: order is never traded for priority. See the README's threading contract.
     public var backlogLimit: Int?

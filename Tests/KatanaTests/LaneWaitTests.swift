@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 @testable import Katana
+import KatanaTrace
 import Synchronization
 import Testing
 
@@ -28,5 +29,38 @@ import Testing
         await onThread { done.wait() }
         #expect(took.load(ordering: .acquiring) == 1, "the waiter queued although the lane was given back")
         #expect(word.owner.load(ordering: .relaxed) == waiter)
+    }
+}
+
+/// The flood policy makes a *thread* that already has updaters queued in a full lane wait for room. A task never
+/// waits: its thread is one of the cooperative pool's (two on a 2-core machine), and the pool runs every side effect
+/// and every other task of the process — several side effects awaiting their updaters on one pool thread counted as
+/// one producer with updaters queued, and a flood of 1M updaters blocked both pool threads for minutes.
+@Suite struct TasksNeverWaitForRoomTests {
+    @Test func aTaskDispatchingIntoAFullLaneQueuesWithoutWaiting() async throws {
+        let store = makeStore(configuration: .init(traceBackend: NoOpTraceBackend(), backlogLimit: 2))
+        let hold = await LaneHold.start(store, appending: 0)
+        // From a task: two updaters queue (the lane is held), the third finds the lane full with this thread's
+        // updaters in it — a thread would wait there for room (and, the lane not moving, for the stall timeout).
+        await Task { for _ in 0..<3 { store.dispatch(Increment()) } }.value
+        let (stalled, waiters) = store.laneLock.withLock { (store.lane.stalledAt == store.lane.progress, store.lane.roomWaiters) }
+        #expect(!stalled, "a dispatch inside a task waited for room until the lane counted as stalled")
+        #expect(waiters == 0)
+        await hold.release()
+        try await store.dispatch(Increment()).value
+        #expect(store.state.counter == 4, "nothing lost")
+    }
+
+    /// A thread still waits (the flood policy): the same three dispatches from a thread end only once the lane counts
+    /// as stalled (the hold applies nothing for the stall timeout).
+    @Test func aThreadDispatchingIntoAFullLaneStillWaitsForRoom() async throws {
+        let store = makeStore(configuration: .init(traceBackend: NoOpTraceBackend(), backlogLimit: 2))
+        let hold = await LaneHold.start(store, appending: 0)
+        await onThread { for _ in 0..<3 { store.dispatch(Increment()) } }
+        #expect(store.laneLock.withLock { store.lane.stalledAt == store.lane.progress },
+                "a thread's dispatch into a full lane did not wait for room")
+        await hold.release()
+        try await store.dispatch(Increment()).value
+        #expect(store.state.counter == 4, "nothing lost")
     }
 }
