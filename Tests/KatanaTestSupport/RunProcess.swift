@@ -43,10 +43,62 @@ private final class CollectedData: @unchecked Sendable {
 
 /// `runProcess` for long-running children (a `swift build`): it runs on a thread of its own and the caller's task
 /// suspends, instead of blocking a thread of the cooperative pool that other tests' side effects need meanwhile.
+/// At most `ChildProcessSlots.shared.limit` such children run at once; the others wait their turn, suspended.
 public func runProcessSuspending(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
                                  whileRunning: (@Sendable (pid_t) -> Void)? = nil)
     async throws -> (status: Int32, out: String, err: String) {
-    try await offThePool { try runProcess(executable, arguments, environment: environment, whileRunning: whileRunning) }
+    await ChildProcessSlots.shared.acquire()
+    defer { ChildProcessSlots.shared.release() }
+    return try await offThePool { try runProcess(executable, arguments, environment: environment, whileRunning: whileRunning) }
+}
+
+/// How many child processes the suite's tests run at once. Swift Testing runs every test in parallel: unbounded,
+/// ~20 children (katana-bench runs, the trace toolkit, compilers) shared two CPUs with the test process itself, and a
+/// test that needs a second of CPU in-process waited 10-15 s for it (110-140 s under ThreadSanitizer, where the
+/// children are slower too) — long enough for liveness checks to run out. Children still use every CPU; tests with
+/// no child run beside them. Each test holds at most one slot at a time, and no child waits for another test's, so
+/// the slots cannot deadlock.
+public final class ChildProcessSlots: @unchecked Sendable {
+    // `free` and `waiters` are guarded by `lock` (a lock ThreadSanitizer sees).
+    private let lock = NSLock()
+    private var free: Int
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+    public let limit: Int
+
+    public static let shared = ChildProcessSlots(limit: ProcessInfo.processInfo.activeProcessorCount + 1)
+
+    public init(limit: Int) {
+        self.limit = max(limit, 1)
+        free = self.limit
+    }
+
+    /// Takes a slot, waiting (suspended, first come first served) while all are taken.
+    public func acquire() async {
+        await withCheckedContinuation { continuation in
+            lock.lock()
+            if free > 0 {
+                free -= 1
+                lock.unlock()
+                continuation.resume()
+            } else {
+                waiters.append(continuation)
+                lock.unlock()
+            }
+        }
+    }
+
+    /// Gives a slot back: to the longest waiter, if any.
+    public func release() {
+        lock.lock()
+        if waiters.isEmpty {
+            free += 1
+            lock.unlock()
+        } else {
+            let next = waiters.removeFirst()
+            lock.unlock()
+            next.resume()
+        }
+    }
 }
 
 /// Runs slow synchronous work (a child process, seconds of CPU under ThreadSanitizer) on a thread of its own while
