@@ -47,9 +47,20 @@ private final class CollectedData: @unchecked Sendable {
 public func runProcessSuspending(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
                                  whileRunning: (@Sendable (pid_t) -> Void)? = nil)
     async throws -> (status: Int32, out: String, err: String) {
+    try await timedRunProcessSuspending(executable, arguments, environment: environment, whileRunning: whileRunning).outcome
+}
+
+/// `runProcessSuspending`, and how long the child ran: the seconds from its start to its exit, not counting the wait
+/// for a slot (what a test bounding a child's run time must measure — a clock started before the call also counts
+/// other tests' children ahead of it).
+public func timedRunProcessSuspending(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
+                                      whileRunning: (@Sendable (pid_t) -> Void)? = nil)
+    async throws -> (outcome: (status: Int32, out: String, err: String), seconds: Double) {
     await ChildProcessSlots.shared.acquire()
     defer { ChildProcessSlots.shared.release() }
-    return try await offThePool { try runProcess(executable, arguments, environment: environment, whileRunning: whileRunning) }
+    let started = DispatchTime.now().uptimeNanoseconds
+    let outcome = try await offThePool { try runProcess(executable, arguments, environment: environment, whileRunning: whileRunning) }
+    return (outcome, Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
 }
 
 /// How many child processes the suite's tests run at once. Swift Testing runs every test in parallel: unbounded,

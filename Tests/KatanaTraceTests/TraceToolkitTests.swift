@@ -383,9 +383,7 @@ struct TraceToolkitTests {
         for trace in traces {
             var arguments = ["--stall-timeout", "3", command, trace.path]
             if command == "export" { arguments += ["-o", root.appendingPathComponent("out.json").path] }
-            let started = Date()
-            let outcome = try await Toolkit.slowTool(arguments)
-            let took = Date().timeIntervalSince(started)
+            let (outcome, took) = try await timedRunProcessSuspending(URL(fileURLWithPath: Toolkit.python), [Paths.traceTool] + arguments)
             #expect(outcome.status == 2, "\(command) \(trace.lastPathComponent): status \(outcome.status)")
             let lines = outcome.err.split(separator: "\n")
             #expect(lines.count == 1 && lines[0].hasPrefix("katana_trace: "), "\(command) \(trace.lastPathComponent): \(outcome.err.prefix(500))")
