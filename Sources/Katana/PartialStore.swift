@@ -1402,11 +1402,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         start(item)
     }
 
-    /// Runs the interceptors for a side effect, on its task, before its body.
+    /// Runs the interceptors for a side effect, on its task, before its body. Only for a side effect that has
+    /// interceptors to run: one without (none configured, or it bypasses them) gets its context from the registry in
+    /// `SideEffectRunner.prepare`, without reaching the store.
     @usableFromInline
     final func intercept(_ item: SideEffectItem) -> SideEffectStep {
+        assert(intercepting && !item.bypass, "prepare runs a side effect without interceptors itself")
         let context = makeContext(scope: item.cell)
-        guard intercepting, !item.bypass else { return .body(item.sideEffect, context) }
         var thrown: (any Error)?
         var nextCalled = false
         var replacement: (any Dispatchable)?
