@@ -214,14 +214,6 @@ final class HandleCell: @unchecked Sendable {
         lock.unlock()
     }
 
-    /// `resolve(.success(()))` without writing `outcome` (see ``resolveAppliedLocked()``).
-    @inlinable
-    func resolveApplied() {
-        lock.lock()
-        resolveAppliedLocked()
-        lock.unlock()
-    }
-
     // MARK: Claiming and cancelling
 
     /// Takes a waiting item to run it. `false`: it was cancelled first, and must not run.
