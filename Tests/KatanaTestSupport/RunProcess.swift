@@ -116,8 +116,14 @@ public final class ChildProcessSlots: @unchecked Sendable {
 /// the caller's task suspends: on a 2-core machine the cooperative pool has two threads, and a test blocking them
 /// starves every other test's tasks (timers included).
 public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
+    try await onThread { Result { try body() } }.get()
+}
+
+/// Runs blocking work (a semaphore wait, a thread that must not be a pool thread) on a thread of its own while the
+/// caller's task suspends; returns what it returns.
+public func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: work()) }.start()
     }
 }
 

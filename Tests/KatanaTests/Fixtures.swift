@@ -75,14 +75,6 @@ struct LaneHold {
     }
 }
 
-/// Runs blocking work on a thread of its own, never on the cooperative pool.
-func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        let thread = Thread { continuation.resume(returning: work()) }
-        thread.start()
-    }
-}
-
 /// A lock-protected list that tests append to from any thread.
 final class Recorder<T: Sendable>: @unchecked Sendable {
     // Guarded by `lock`.

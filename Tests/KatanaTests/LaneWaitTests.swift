@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 @testable import Katana
+import KatanaTestSupport
 import KatanaTrace
 import Synchronization
 import Testing

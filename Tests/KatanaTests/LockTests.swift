@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 @testable import Katana
+import KatanaTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Katana
+import KatanaTestSupport
 import Synchronization
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import Katana
+import KatanaTestSupport
 import Testing
 
 struct IncrementTwice: SideEffect {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 @testable import Katana
+import KatanaTestSupport
 import Testing
 
 /// `currentThreadID` (the thread pointer): what every "does this thread hold it?" check compares.

@@ -259,12 +259,3 @@ func twoBumpsQueuedBehindABlockedUpdater(_ store: Store<TraceState, EmptySideEff
     try await first.value
     try await second.value
 }
-
-func onThread(_ work: @escaping @Sendable () -> Void) async {
-    await withCheckedContinuation { continuation in
-        Thread {
-            work()
-            continuation.resume()
-        }.start()
-    }
-}
