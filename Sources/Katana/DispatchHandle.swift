@@ -155,42 +155,70 @@ final class HandleCell: @unchecked Sendable {
 
     @usableFromInline var isResolved: Bool { lock.withLock { isDone } }
 
-    /// Resolves the cell. Must be called with `lock` held. Later calls are ignored.
+    /// Resolves the cell. Must be called with `lock` held. Later calls are ignored. Returns the waiters to resume once
+    /// `lock` is released (``wake(_:)``), nil when nobody waits.
     @inlinable
-    func resolveLocked(_ result: Outcome) {
-        guard !isDone else { return }
+    func resolveLocked(_ result: Outcome) -> Wakeup? {
+        guard !isDone else { return nil }
         outcome = result
-        completeLocked(result)
+        return completeLocked(result)
     }
 
     /// Resolves the cell with `()` (a state updater applied). Must be called with `lock` held. The same as
     /// `resolveLocked(.success(()))` without writing `outcome`, which holds `.success(())` until a cell is resolved
     /// (the lane resolves a batch of these, and each write of the existential pair went through `Result`'s witnesses).
     @inlinable
-    func resolveAppliedLocked() {
-        guard !isDone else { return }
-        isDone = true
+    func resolveAppliedLocked() -> Wakeup? {
+        guard !isDone else { return nil }
         // No `Result` is built unless someone waits (making and destroying one cost ~50 instructions per item).
-        if waiter != nil { resumeWaitersLocked(.success(())) }
-        if !children.isEmpty { children = [] }
+        return completeLocked(.success(()))
     }
 
-    /// The resolving steps after `outcome` holds `result`: marks the cell done and resumes its waiters.
-    @inlinable
-    func completeLocked(_ result: Outcome) {
+    /// The resolving steps after `outcome` holds `result`: marks the cell done and takes its waiters out.
+    @inlinable @inline(__always)
+    func completeLocked(_ result: @autoclosure () -> Outcome) -> Wakeup? {
         isDone = true
-        if waiter != nil { resumeWaitersLocked(result) }
         if !children.isEmpty { children = [] }
+        guard let first = waiter else { return nil }
+        let wakeup = Wakeup(first: first.continuation, more: moreWaiters, outcome: result())
+        waiter = nil
+        if !moreWaiters.isEmpty { moreWaiters = [] }
+        return wakeup
     }
 
-    /// Resumes the waiters with `result` (there is at least one). Resuming only enqueues the waiting task on its
-    /// executor, so doing it under the lock is safe.
+    /// The waiters of a cell just resolved, taken out under the completion lock and resumed after it is released.
+    ///
+    /// Never resumed under the lock: resuming a task takes that task's status lock, and a task being cancelled runs
+    /// its cancellation handlers under its status lock — the handler of a task waiting on a handle
+    /// (`suspendUntilResolved`) takes the completion lock. Resuming under the completion lock was the other half of
+    /// a lock-order inversion that stopped every task of the process
+    /// (`CancellationDeadlockTests.cancellingChildThenParentFromAThreadNeverBlocks`).
+    @usableFromInline
+    struct Wakeup {
+        @usableFromInline let first: UnsafeContinuation<Outcome, Never>
+        @usableFromInline let more: [Waiter]
+        @usableFromInline let outcome: Outcome
+
+        @inlinable init(first: UnsafeContinuation<Outcome, Never>, more: [Waiter], outcome: Outcome) {
+            self.first = first
+            self.more = more
+            self.outcome = outcome
+        }
+
+        /// Resumes every waiter with the outcome. The completion lock must not be held.
+        @inlinable
+        func resume() {
+            first.resume(returning: outcome)
+            for other in more { other.continuation.resume(returning: outcome) }
+        }
+    }
+
+    /// Resumes what a resolution under `lock` took out, now that `lock` is released.
     @inlinable
-    func resumeWaitersLocked(_ result: Outcome) {
-        waiter?.continuation.resume(returning: result)
-        waiter = nil
-        for other in moreWaiters { other.continuation.resume(returning: result) }
-        moreWaiters = []
+    func wake(_ wakeup: Wakeup?) {
+        guard let wakeup else { return }
+        lock.assertNotHeldByThisThread("a handle's waiters are resumed under the completion lock")
+        wakeup.resume()
     }
 
     /// Makes a resolved cell nobody else references a new, waiting one (for a queued updater: its own lock's
@@ -210,8 +238,9 @@ final class HandleCell: @unchecked Sendable {
     @inlinable
     func resolve(_ result: Outcome) {
         lock.lock()
-        resolveLocked(result)
+        let wakeup = resolveLocked(result)
         lock.unlock()
+        wake(wakeup)
     }
 
     // MARK: Claiming and cancelling
@@ -253,6 +282,8 @@ final class HandleCell: @unchecked Sendable {
                     let task = isDone ? nil : self.task
                     let children = self.children
                     lock.unlock()
+                    // Outside the lock: cancelling a task runs its cancellation handlers (see `Wakeup`).
+                    lock.assertNotHeldByThisThread("a task is cancelled under the completion lock")
                     task?.cancel()
                     for child in children { child.cancel() }
                     return
@@ -269,7 +300,10 @@ final class HandleCell: @unchecked Sendable {
         lock.lock()
         if !isDone { self.task = task }
         lock.unlock()
-        if isCancelled { task.cancel() }
+        if isCancelled {
+            lock.assertNotHeldByThisThread("a task is cancelled under the completion lock")
+            task.cancel()
+        }
     }
 
     /// Registers a side effect dispatched through this one's context, to be cancelled with it; cancels the child at

@@ -1,5 +1,6 @@
 import CKatanaTraceProvider
 import Glibc
+import Synchronization
 
 /// This thread's identity, for "does this thread hold it?" checks (`katana_thread_id`: a register read, where
 /// `pthread_self()` was a call into libc).
@@ -19,6 +20,13 @@ final class Lock: @unchecked Sendable {
 
     /// Whether `lock()` spins before sleeping when another thread holds the lock (see `init(adaptive:)`).
     @usableFromInline let spins: Bool
+
+    #if DEBUG
+    /// Debug builds only: the thread holding the lock (0: none), so that code which must never run under it can say
+    /// so (``assertNotHeldByThisThread(_:)``). Written by the holder only; another thread never reads its own id
+    /// there unless it holds the lock.
+    @usableFromInline let holder = Atomic<UInt>(0)
+    #endif
 
     /// - Parameter adaptive: spin briefly before sleeping when the lock is taken, as glibc's
     ///   `PTHREAD_MUTEX_ADAPTIVE_NP` does. For locks held for a few dozen nanoseconds by many threads, where
@@ -49,6 +57,7 @@ final class Lock: @unchecked Sendable {
         } else {
             pthread_mutex_lock(mutex)
         }
+        noteHeld()
     }
 
     /// An adaptive lock that another thread holds: try again between pauses, up to `spinLimit` times (glibc's
@@ -63,9 +72,39 @@ final class Lock: @unchecked Sendable {
     }
 
     @usableFromInline static let spinLimit = 100
-    @inlinable func unlock() { pthread_mutex_unlock(mutex) }
+    @inlinable func unlock() {
+        noteReleased()
+        pthread_mutex_unlock(mutex)
+    }
+
     /// Takes the lock if it is free; `false` if another thread (or this one) holds it.
-    @inlinable func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
+    @inlinable func tryLock() -> Bool {
+        guard pthread_mutex_trylock(mutex) == 0 else { return false }
+        noteHeld()
+        return true
+    }
+
+    @inlinable @inline(__always) func noteHeld() {
+        #if DEBUG
+        holder.store(currentThreadID, ordering: .relaxed)
+        #endif
+    }
+
+    @inlinable @inline(__always) func noteReleased() {
+        #if DEBUG
+        holder.store(0, ordering: .relaxed)
+        #endif
+    }
+
+    /// Debug builds: stops the program if this thread holds the lock. For code that calls into what may take a lock
+    /// of the Swift runtime's that is, elsewhere, held while this one is taken (the engine's lock order: README →
+    /// Threading contract). Release builds: nothing.
+    @inlinable @inline(__always)
+    func assertNotHeldByThisThread(_ what: @autoclosure () -> String) {
+        #if DEBUG
+        precondition(holder.load(ordering: .relaxed) != currentThreadID, "lock order: \(what())")
+        #endif
+    }
 
     /// A condition variable bound to this lock: wait with the lock held.
     @usableFromInline
@@ -99,6 +138,8 @@ final class Lock: @unchecked Sendable {
             let total = UInt64(deadline.tv_nsec) &+ nanoseconds % 1_000_000_000
             deadline.tv_sec &+= Int(nanoseconds / 1_000_000_000) &+ Int(total / 1_000_000_000)
             deadline.tv_nsec = Int(total % 1_000_000_000)
+            lock.noteReleased()
+            defer { lock.noteHeld() }
             return pthread_cond_timedwait(cond, lock.mutex, &deadline) != ETIMEDOUT
         }
         @usableFromInline func broadcast() { pthread_cond_broadcast(cond) }
@@ -107,7 +148,7 @@ final class Lock: @unchecked Sendable {
     @inlinable
     func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock()
-        defer { pthread_mutex_unlock(mutex) }
+        defer { unlock() }
         return try body()
     }
 }

@@ -131,6 +131,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
     /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
     @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
+    /// Waiters of the cells the holder resolved under `completionLock`, resumed once it is released (`wakeWaiters`).
+    @usableFromInline @exclusivity(unchecked) final var wakeups: [HandleCell.Wakeup] = []  // lane holder
     /// Last of this class's fields: the one whose size depends on `S`, so every field above has an offset known at
     /// compile time.
     @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
@@ -162,11 +164,18 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         links.deallocate()
         firstTypedLink?.release()
         chain?.release()
+        // Each ends in the trace too (its enqueue was traced as held): cancelled if it was, else rejected.
         for item in lane.held ?? [] {
-            switch item {
-            case let .updater(updater): updater.cell?.resolve(.failure(KatanaError.storeReleased))
-            case let .sideEffect(sideEffect): sideEffect.cell.resolve(.failure(KatanaError.storeReleased))
+            let (cell, id, parentID, name, kind): (HandleCell?, UInt64, UInt64, TraceName?, DispatchKind) = switch item {
+            case let .updater(updater): (updater.cell, updater.id, updater.parentID, updater.name, .stateUpdater)
+            case let .sideEffect(sideEffect): (sideEffect.cell, sideEffect.id, sideEffect.parentID, sideEffect.name, .sideEffect)
             }
+            let cancelled = cell?.isCancelled ?? false
+            if id != 0, let name {
+                tracer.dispatchDropped(id: id, parentID: parentID, kind: kind, name: name, lane: .held,
+                                       outcome: cancelled ? .cancelled : .error, failure: KatanaError.storeReleased)
+            }
+            cell?.resolve(.failure(KatanaError.storeReleased))
         }
     }
 
@@ -911,12 +920,15 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     final func resolveDrained() {
         completionLock.lock()
         recycleCells()
-        for item in finished { item.cell.resolveLocked(.failure(KatanaError.surfaced(item.error!))) }
+        for item in finished {
+            if let wakeup = item.cell.resolveLocked(.failure(KatanaError.surfaced(item.error!))) { wakeups.append(wakeup) }
+        }
         for index in drainBuffer.indices {
             guard let cell = drainBuffer[index].cell.take() else { continue }
             resolveAppliedLocked(cell)
         }
         completionLock.unlock()
+        wakeWaiters()
         if !finished.isEmpty { finished.removeAll(keepingCapacity: true) }
         drainBuffer.removeAll(keepingCapacity: true)
     }
@@ -938,12 +950,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         recycleCells()
         for item in finished {
             if let error = item.error {
-                item.cell.resolveLocked(.failure(KatanaError.surfaced(error)))
+                if let wakeup = item.cell.resolveLocked(.failure(KatanaError.surfaced(error))) { wakeups.append(wakeup) }
             } else {
                 resolveAppliedLocked(item.cell)
             }
         }
         completionLock.unlock()
+        wakeWaiters()
         finished.removeAll(keepingCapacity: true)
     }
 
@@ -951,8 +964,18 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// checks it one batch later). `completionLock` held; called by the lane holder.
     @inlinable @inline(__always)
     final func resolveAppliedLocked(_ cell: HandleCell) {
-        cell.resolveAppliedLocked()
+        if let wakeup = cell.resolveAppliedLocked() { wakeups.append(wakeup) }
         if cell.acceptsVoid { recyclable.append(cell) }
+    }
+
+    /// Resumes the waiters of the cells just resolved, now that `completionLock` is released (see
+    /// `HandleCell.Wakeup`: never under it). Called by the lane holder.
+    @inlinable @inline(__always)
+    final func wakeWaiters() {
+        guard !wakeups.isEmpty else { return }
+        completionLock.assertNotHeldByThisThread("a handle's waiters are resumed under the completion lock")
+        for wakeup in wakeups { wakeup.resume() }
+        wakeups.removeAll(keepingCapacity: true)
     }
 
     /// Cells of updaters resolved in the holder's previous batch whose handles are gone (the lane's reference is the
@@ -1050,8 +1073,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline
     final func skipCancelled(_ item: LaneItem, cell: HandleCell, lane: DispatchLane) {
         if item.id != 0 {
-            traceBegin(item, lane: lane)
-            traceEnd(item, lane: lane, outcome: .cancelled)
+            tracer.dispatchDropped(id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
+                                   outcome: .cancelled)
         }
         cell.resolve(.failure(CancellationError()))
     }

@@ -81,8 +81,9 @@ final class SideEffectRegistry: @unchecked Sendable {
         assert(cell.lock === lock, "a cell of another store")
         lock.lock()
         leaveLocked(cell)
-        cell.resolveLocked(outcome)
+        let wakeup = cell.resolveLocked(outcome)
         lock.unlock()
+        cell.wake(wakeup)
     }
 
     /// Counts a side effect out and resolves its cell as an applied updater's (`()`, no value kept).
@@ -91,8 +92,9 @@ final class SideEffectRegistry: @unchecked Sendable {
         assert(cell.lock === lock, "a cell of another store")
         lock.lock()
         leaveLocked(cell)
-        cell.resolveAppliedLocked()
+        let wakeup = cell.resolveAppliedLocked()
         lock.unlock()
+        cell.wake(wakeup)
     }
 
     @inlinable
@@ -196,12 +198,16 @@ enum SideEffectRunner {
         guard cell.claim() else {
             // Cancelled before it started: the handle already says so.
             if item.id != 0 {
-                registry.tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!,
-                                                             lane: .sideEffectPool, outcome: .cancelled))
+                registry.tracer.dispatchDropped(id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!,
+                                                lane: .sideEffectPool, outcome: .cancelled)
             }
             return nil
         }
         guard let parallelism = registry.enter(cell) else {
+            if item.id != 0 {
+                registry.tracer.dispatchDropped(id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!,
+                                                lane: .sideEffectPool, outcome: .error, failure: KatanaError.storeReleased)
+            }
             cell.resolve(.failure(KatanaError.storeReleased))
             return nil
         }

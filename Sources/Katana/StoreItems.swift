@@ -211,3 +211,17 @@ final class TypedLinkOf<I: TypedDispatchInterceptor>: TypedLink {
 func makeTypedLink<I: TypedDispatchInterceptor>(_ interceptor: I, index: Int, next: TypedLink?, isLast: Bool) -> TypedLink {
     TypedLinkOf(interceptor, index: index, next: next, isLast: isLast)
 }
+
+extension TraceBackend {
+    /// An item that ends without running: cancelled before it started, or rejected because its store went away
+    /// before it was ready. Its begin and its end, one after the other, so that every enqueue in a trace has both:
+    /// the trace toolkit pairs all three, and a distributed-tracing span (started at the enqueue) ends here, with the
+    /// error when there is one. `failure` is reported for an outcome of `.error` only.
+    @usableFromInline
+    func dispatchDropped(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane,
+                         outcome: DispatchOutcome, failure: (any Error)? = nil) {
+        dispatchBegin(DispatchBeginEvent(id: id, parentID: parentID, kind: kind, name: name, lane: lane, parallelism: 0))
+        if outcome == .error, let failure { dispatchFailed(id: id, error: failure) }
+        dispatchEnd(DispatchEndEvent(id: id, kind: kind, name: name, lane: lane, outcome: outcome))
+    }
+}

@@ -35,6 +35,10 @@ struct Workload: AsyncParsableCommand {
     var slowRound: Int = 0
     @Option(parsing: .unconditional, help: "How many milliseconds the slow child sleeps.")
     var slowMs: Double = 50
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Before the rounds, dispatch this many items to a store that never becomes ready, cancel half of them and "
+            + "release the store: each must still end in the trace (cancelled, or rejected with storeReleased)."))
+    var heldAndDropped: Int = 0
 
     func validate() throws {
         try checkRange(rounds, 1...10_000_000, "--rounds")
@@ -48,6 +52,26 @@ struct Workload: AsyncParsableCommand {
         guard slowRound >= 0, slowRound <= rounds else { throw ValidationError("--slow-round must be 0 to --rounds (got \(slowRound))") }
         guard slowMs.isFinite, slowMs >= 0, slowMs <= 60_000 else {
             throw ValidationError("--slow-ms must be 0 to 60000 (got \(slowMs))")
+        }
+        try checkRange(heldAndDropped, 0...1_000_000, "--held-and-dropped")
+    }
+
+    /// Items dispatched to a store whose state initializer never runs (so it holds them), every other pair cancelled,
+    /// then the store released: updaters and side effects, each kept or cancelled.
+    static func dropHeldItems(_ count: Int, traceBackend: any TraceBackend) async throws {
+        let store = BenchStore(interceptors: [], stateInitializer: { BenchState() },
+                               configuration: .init(stateInitializerExecutor: .custom { _ in }, traceBackend: traceBackend))
+        var handles: [DispatchHandle<Void>] = []
+        for index in 0..<count {
+            let handle = index.isMultiple(of: 2) ? store.dispatch(Increment()) : store.dispatch(HeldWork())
+            if index % 4 >= 2 { handle.cancel() }
+            handles.append(handle)
+        }
+        _ = consume store
+        for handle in handles {
+            guard case .failure = await handle.result else {
+                throw ValidationError("an item held by a store released before it was ready did not fail")
+            }
         }
     }
 
@@ -67,6 +91,7 @@ struct Workload: AsyncParsableCommand {
         case .both: MultiplexTraceBackend([lttng, memory])
         case .none: NoOpTraceBackend()
         }
+        if heldAndDropped > 0 { try await Self.dropHeldItems(heldAndDropped, traceBackend: traceBackend) }
         let budgets: LatencyBudgets = childBudgetMs.map { [.budget(Child.self, .microseconds(Int64($0 * 1_000)))] } ?? []
         let store = BenchStore(interceptors: [], stateInitializer: { BenchState() },
                                configuration: .init(traceBackend: traceBackend, latencyBudgets: budgets))
@@ -92,13 +117,18 @@ struct Workload: AsyncParsableCommand {
             }
             let object: [String: Any] = [
                 "rounds": rounds, "children": children, "counter": store.state.counter,
-                "dispatches": rounds * (1 + children + children * updatersPerChild + updatersPerParent) + 1,
+                "dispatches": rounds * (1 + children + children * updatersPerChild + updatersPerParent) + 1 + heldAndDropped,
                 "memory_dispatches": dispatches, "memory_max_parallelism": maxParallelism,
             ]
             let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
             try data.write(to: URL(fileURLWithPath: summary))
         }
     }
+}
+
+/// What `--held-and-dropped` dispatches as its side effects: never run (its store is released before it is ready).
+struct HeldWork: SideEffect {
+    func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {}
 }
 
 /// One round: starts the children, which meet before finishing, and fires updaters of its own.

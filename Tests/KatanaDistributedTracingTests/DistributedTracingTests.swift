@@ -147,6 +147,34 @@ private func attribute(_ span: FinishedInMemorySpan, _ key: String) -> String? {
         #expect(tracer.finishedSpans.first?.status == nil, "a blocked item is not an error")
     }
 
+    // Issue #36 row 3: the span of an item held before readiness started at its enqueue and never ended when the
+    // item was cancelled or its store went away; it ends now, with the error when the store went away.
+    @Test func heldItemsSpansEndWhenTheStoreGoesAwayBeforeItIsReady() async throws {
+        let tracer = InMemoryTracer()
+        let held = HeldInitializer()
+        var store: CounterStore? = CounterStore(
+            interceptors: [], stateInitializer: { Counter() },
+            configuration: .init(stateInitializerExecutor: .custom { held.hold($0) },
+                                 traceBackend: DistributedTraceBackend(tracer: tracer)))
+        let updater = store!.dispatch(Increment())
+        let sideEffect = store!.dispatch(IncrementTwice())
+        let cancelled = store!.dispatch(IncrementTwice())
+        cancelled.cancel()
+        #expect(tracer.activeSpans.count == 3)
+        store = nil
+        #expect(await updater.result.isFailure)
+        #expect(await sideEffect.result.isFailure)
+        #expect(tracer.activeSpans.isEmpty, "spans left open: \(tracer.activeSpans.map(\.operationName))")
+        let spans = tracer.finishedSpans
+        #expect(spans.map { attribute($0, "katana.outcome") } == ["error", "error", "cancelled"])
+        for span in spans.prefix(2) {
+            #expect(span.errors.count == 1, "the span ends with the error")
+            #expect(span.errors.first.map { "\($0.error)" } == "\(KatanaError.storeReleased)")
+            #expect(span.status?.code == .error)
+        }
+        #expect(spans[2].errors.isEmpty && spans[2].status == nil, "a cancelled item is not an error")
+    }
+
     @Test func withTheNoOpTracerNothingIsTraced() async throws {
         let backend = DistributedTraceBackend(tracer: NoOpTracer())
         #expect(!backend.isEnabled)
@@ -253,4 +281,16 @@ final class Recorder: @unchecked Sendable {
     private var calls = 0
     func note() { lock.withLock { calls += 1 } }
     var count: Int { lock.withLock { calls } }
+}
+
+/// Keeps a store's state initializer instead of running it, so the store stays not ready and holds what it gets.
+final class HeldInitializer: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var work: (@Sendable () -> Void)?
+    func hold(_ work: @escaping @Sendable () -> Void) { lock.withLock { self.work = work } }
+}
+
+extension Result {
+    var isFailure: Bool { if case .failure = self { true } else { false } }
 }

@@ -207,7 +207,7 @@ struct ForOtherStore: SideEffect {
         let weakStore = WeakBox<TrackedStore>()
         weakStore.object = store
         let (dispatch, getState) = (store!.dependencies.dispatch, store!.dependencies.getState)
-        try await dispatch(Increment()).value
+        _ = try await dispatch(Increment()).value
         #expect((getState() as? CounterState)?.counter == 1)
         let before = TrackedDependencies.released.all.count
         store = nil

@@ -174,6 +174,51 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
         #expect(events.count == 3)
     }
 
+    // Issue #36 row 3: items held before readiness that were cancelled, or rejected when their store went away, had
+    // their enqueue traced and never their end.
+    @Test func heldItemsEndWithTheirOutcomeWhenTheStoreGoesAwayBeforeItIsReady() async throws {
+        let backend = InMemoryTraceBackend()
+        let deferred = DeferredWork()
+        var store: TraceStore? = TraceStore(
+            interceptors: [], stateInitializer: { TraceState() },
+            configuration: .init(stateInitializerExecutor: .custom { deferred.hold($0) }, traceBackend: backend))
+        store!.dispatch(Bump())
+        let cancelledUpdater = store!.dispatch(Bump())
+        let sideEffect = store!.dispatch(BumpTwice())
+        let cancelledSideEffect = store!.dispatch(BumpTwice())
+        cancelledUpdater.cancel()
+        cancelledSideEffect.cancel()
+        store = nil
+        #expect(await sideEffect.result.error as? KatanaError == .storeReleased)
+        #expect(await cancelledSideEffect.result.error is CancellationError)
+        let events = backend.events.filter { $0.dispatchID != nil }
+        expectWellFormed(events)
+        let ends = events.compactMap { event -> DispatchEndEvent? in if case let .end(end) = event { end } else { nil } }
+        #expect(ends.map(\.outcome) == [.error, .cancelled, .error, .cancelled])
+        #expect(ends.allSatisfy { $0.lane == .held })
+    }
+
+    @Test func heldItemsCancelledBeforeTheStoreIsReadyEndCancelledWhenItIs() async throws {
+        let backend = InMemoryTraceBackend()
+        let deferred = DeferredWork()
+        let store = TraceStore(
+            interceptors: [], stateInitializer: { TraceState() },
+            configuration: .init(stateInitializerExecutor: .custom { deferred.hold($0) }, traceBackend: backend))
+        let updater = store.dispatch(Bump())
+        let sideEffect = store.dispatch(BumpTwice())
+        updater.cancel()
+        sideEffect.cancel()
+        deferred.runHeld()
+        #expect(await updater.result.error is CancellationError)
+        #expect(await sideEffect.result.error is CancellationError)
+        #expect(await eventually { backend.events.filter { if case .end = $0 { true } else { false } }.count == 2 })
+        let events = backend.events.filter { $0.dispatchID != nil }
+        expectWellFormed(events)
+        let ends = events.compactMap { event -> DispatchEndEvent? in if case let .end(end) = event { end } else { nil } }
+        #expect(ends.map(\.outcome) == [.cancelled, .cancelled])
+        #expect(store.state.counter == 0)
+    }
+
     @Test func aDisabledBackendGetsNothingAndTheStoreStillWorks() async throws {
         let backend = InMemoryTraceBackend(enabled: false)
         let store = makeStore(backend)

@@ -156,6 +156,7 @@ struct RecordedEvent: Decodable {
     let vtid: Int?
     let vpid: Int?
     let discarded: Int?
+    let outcome: String?
 }
 
 func readBack(_ directory: URL) async throws -> (events: [RecordedEvent], discarded: Int) {
@@ -275,6 +276,30 @@ struct LTTngRecordingTests {
         #expect(maxParallelism == 5)
         #expect(events.contains { $0.event == "store_ready" && $0.vpid == workload.pid })
         #expect(events.contains { $0.event == "listeners_notified" && $0.vpid == workload.pid })
+    }
+
+    // Issue #36 row 3: items held by a store that is released before it is ready, cancelled or not, end in the
+    // recording (begin and end on the `held` queue), so the toolkit sees them whole.
+    @Test func itemsHeldByAStoreReleasedBeforeItIsReadyEndInTheRecording() async throws {
+        let session = try RecordingSession()
+        defer { session.destroy() }
+        let workload = try await runWorkload(["--backend", "lttng", "--rounds", "1", "--held-and-dropped", "40"], summary: nil)
+        try #require(workload.status == 0, "workload failed: \(workload.err)")
+        try session.stop()
+        let (events, discarded) = try await readBack(session.directory)
+        #expect(discarded == 0)
+        var byID: [UInt64: [RecordedEvent]] = [:]
+        for event in events where event.event.hasPrefix("dispatch_") && event.vpid == workload.pid {
+            byID[event.id!, default: []].append(event)
+        }
+        let held = byID.values.filter { $0.first { $0.event == "dispatch_enqueue" }?.queue == "held" }
+        #expect(held.count == 40)
+        var outcomes: [String: Int] = [:]
+        for seen in held {
+            #expect(seen.map(\.event) == ["dispatch_enqueue", "dispatch_begin", "dispatch_end"], "\(seen.map(\.event))")
+            outcomes[seen.last?.outcome ?? "none", default: 0] += 1
+        }
+        #expect(outcomes == ["cancelled": 20, "error": 20])
     }
 
     @Test func theApplicationCarriesOnWhenTheSessionDaemonDies() async throws {
