@@ -137,6 +137,7 @@ struct Compare: ParsableCommand {
         guard BenchResult.readableSchemas.contains(result.schema) else {
             throw CompareError("\(path) has schema \(result.schema); this katana-bench reads \(BenchResult.readableSchemas.joined(separator: " and "))")
         }
+        if let problem = result.firstOutOfRange() { throw CompareError("\(path): \(problem)") }
         return result
     }
 

@@ -66,7 +66,8 @@ enum HistogramEncoding {
         let lowest = try reader.u64()
         let highest = try reader.u64()
         _ = try reader.u64()  // integer-to-double ratio: katana-bench's values are integers
-        guard lowest >= 1, highest >= 2 * lowest, highest <= UInt64.max / 2 else { throw Failure("value range out of bounds") }
+        // `highest / 2 >= lowest`, not `highest >= 2 * lowest`: a lowest of 2^63 or more overflowed the product (a trap).
+        guard lowest >= 1, highest / 2 >= lowest, highest <= UInt64.max / 2 else { throw Failure("value range out of bounds") }
         var histogram = LatencyHistogram(lowestDiscernibleValue: lowest, highestTrackableValue: highest,
                                          numberOfSignificantValueDigits: digits)
         let layout = Layout(lowest: lowest, digits: digits)

@@ -443,7 +443,8 @@ struct IncrementAndAwait: SideEffect {
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     guard !sorted.isEmpty else { return .nan }
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    // Each half first: the same value as the sum halved (halving is exact), without overflowing for huge values.
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : sorted[sorted.count / 2 - 1] / 2 + sorted[sorted.count / 2] / 2
 }
 
 /// A figure's ratio to its floor over several runs: the median of each run's figure over that run's floor (runs

@@ -194,12 +194,15 @@ extension BenchResult {
     func decodedHistograms() throws -> [String: LatencyHistogram]? {
         guard let histograms else { return nil }
         var decoded: [String: LatencyHistogram] = [:]
-        for (name, text) in histograms {
+        for (name, text) in histograms.sorted(by: { $0.key < $1.key }) {
+            let histogram: LatencyHistogram
             do {
-                decoded[name] = try HistogramEncoding.decode(text)
+                histogram = try HistogramEncoding.decode(text)
             } catch {
                 throw HistogramEncoding.Failure("histogram \(name) is damaged (\(error))")
             }
+            if let foreign = histogram.foreignLayout { throw HistogramEncoding.Failure("histogram \(name): \(foreign)") }
+            decoded[name] = histogram
         }
         return decoded
     }

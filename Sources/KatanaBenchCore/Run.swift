@@ -545,11 +545,25 @@ func checkWritable(file path: String) throws {
     guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
         throw ValidationError("cannot write \(path): directory \(directory) does not exist")
     }
-    guard FileManager.default.isWritableFile(atPath: directory) else {
+    // As the user who runs the command (access(2) checks the real ids), before anything is measured: an output that
+    // cannot be written must not cost the user the run.
+    guard access(directory, W_OK | X_OK) == 0 else {
         throw ValidationError("cannot write \(path): directory \(directory) is not writable")
     }
     if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
         throw ValidationError("cannot write \(path): it is a directory")
+    }
+    var file = stat()
+    guard stat(url.path, &file) == 0 else { return }  // not there yet: the directory's permission is what counts
+    guard access(url.path, W_OK) == 0 else {
+        throw ValidationError("cannot write \(path): it exists and is not writable")
+    }
+    // Outputs are replaced whole (written beside, then renamed over the old file): in a sticky directory (/tmp) only
+    // the file's owner, the directory's owner or root may do that.
+    var folder = stat()
+    let user = getuid()
+    if stat(directory, &folder) == 0, folder.st_mode & S_ISVTX != 0, user != 0, file.st_uid != user, folder.st_uid != user {
+        throw ValidationError("cannot write \(path): it belongs to another user and \(directory) is sticky (only its owner may replace it)")
     }
 }
 
@@ -557,7 +571,7 @@ func checkWritable(directory path: String) throws {
     var isDirectory: ObjCBool = false
     if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
         guard isDirectory.boolValue else { throw ValidationError("--hgrm \(path) exists and is not a directory") }
-        guard FileManager.default.isWritableFile(atPath: path) else { throw ValidationError("--hgrm \(path) is not writable") }
+        guard access(path, W_OK | X_OK) == 0 else { throw ValidationError("--hgrm \(path) is not writable") }
     } else {
         do {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
