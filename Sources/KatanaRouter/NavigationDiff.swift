@@ -1,11 +1,17 @@
+import Foundation
+
 /// One thing a routable must do to go from one navigation state to the next. `parent` is the destination whose
 /// routable receives the call (`nil`: the router's root routable, for the root itself).
 public enum NavigationChange: Sendable, Equatable, CustomStringConvertible {
     /// Show `destination` under `parent` (it is new there).
     case push(Destination, parent: Destination?)
-    /// Take `destination` (and everything under it) away from `parent`.
+    /// Take `destination` away from `parent`. In the default style its children were popped before it, each from
+    /// its own parent; in the compact style this pop takes everything under it along.
     case pop(Destination, parent: Destination?)
     /// Several destinations removed from and/or added to `parent` at once (tabs replaced, a root swapped).
+    /// `added`: in the default style, *every* child of `parent` after the change, in order — the ones it kept
+    /// included, as KatanaRouter 0.4's `destinationsToPush` (a routable rebuilds its container from it, and returns
+    /// a routable for each); empty when the change only removes. In the compact style, only the new ones.
     case change(parent: Destination?, removed: [Destination], added: [Destination])
     /// `parent`'s active child is now `to` (`from`: the previous active child, if it is still there).
     case changeActiveDestination(parent: Destination, from: Destination?, to: Destination)
@@ -25,33 +31,142 @@ public enum NavigationChange: Sendable, Equatable, CustomStringConvertible {
 
 /// Turns two navigation states into the routable calls that lead from the first to the second.
 ///
-/// The rules, applied to every destination present in both trees (matched by instance identifier), parents
-/// before children, and to the router's root (whose only child is the tree's root):
-/// 1. Its children are compared as sets. One added and none removed: `push`. One removed and none added: `pop`.
-///    More than one, or some of each: a single `change` with both lists (in tree order).
-/// 2. Then, if its active child is a different destination than before: `changeActiveDestination`
-///    (not for the root itself, which has no parent to switch).
-/// 3. Then the same for each child, in order: a matched child is compared with its old self; an added child
-///    with nothing (so its whole subtree is pushed, top down, with its active children set).
+/// The default style (``Style/katanaRouter``) is KatanaRouter 0.4's `NavigationTreeDiff`, so a routable written for
+/// it receives the same calls:
+/// 1. **Pops**: every destination of the old tree that is not in the new one, in post-order with the active route
+///    last (``NavigationState/destinations(_:)``): a removed subtree is popped node by node, deepest first, each
+///    from its own parent, so every routable hears that its children left before it leaves.
+/// 2. **Pushes**: every destination of the new tree that is not in the old one, in pre-order, active route last.
+/// 3. **Grouping, per parent** (in the order the pushes first name each parent): a parent that gains exactly one
+///    destination and loses none gets a `push`; any other parent that gains destinations gets one `change` that
+///    removes the ones it lost and adds *all* its children after the change, in order (0.4 passes the whole list so
+///    that a container can be rebuilt in order). The pops of parents that gain nothing come first, one `pop` per
+///    parent that loses one destination and one `change` (nothing added) per parent that loses several.
+/// 4. **Active children**: then, in post-order with the active route last, a `changeActiveDestination` for every
+///    destination whose active child is another one than before (or that is new and has one).
 ///
-/// A removed destination takes everything under it along: only the topmost one is popped. A destination that
-/// moved to another parent is popped (or changed away) from the old parent and pushed on the new one. Reordering
-/// children without adding or removing any is not a change: the order is in the state for routables to read.
+/// So the calls come as: the pops, the pushes and changes, the active-child changes. Destinations are matched by
+/// instance identifier. Beyond 0.4, a destination that moved to another parent counts as leaving its old place and
+/// arriving at its new one, with everything under it (0.4 did not tell the routables), and reordering children
+/// without adding or removing any is not a change (the order is in the state for routables to read).
 ///
 /// Examples (`>` marks the active child):
 /// - `Home > Feed` → `Home > Feed > Post`: `push Post onto Feed`, `changeActiveDestination Feed: none -> Post`.
-/// - `Home > Feed > Post` → `Home > Feed`: `pop Post from Feed`.
-/// - `Tabs > [A, B]` → `Tabs > [A, C, D]`: `change Tabs: remove [B] add [C, D]`.
+/// - `Home > Feed > Post > Comments` → `Home > Feed`: `pop Comments from Post`, `pop Post from Feed`.
+/// - `Tabs > [A, B]` → `Tabs > [A, C, D]`: `change Tabs: remove [B] add [A, C, D]`.
 /// - `Tabs > [A, >B]` → `Tabs > [>A, B]`: `changeActiveDestination Tabs: B -> A`.
+///
+/// ``Style/compact`` is this port's earlier form: one `pop` per removed subtree (its top node), changes that list
+/// only the destinations added, each parent's calls before its children's.
 public enum NavigationDiff {
-    public static func changes(from old: NavigationState, to new: NavigationState) -> [NavigationChange] {
-        var changes: [NavigationChange] = []
-        compareChildren(of: nil,
-                        old: old.root.map { [$0] } ?? [], oldActive: old.root == nil ? nil : 0,
-                        new: new.root.map { [$0] } ?? [], newActive: new.root == nil ? nil : 0,
-                        into: &changes)
-        return changes
+    /// How a diff reports removed subtrees and `change`s.
+    public enum Style: Sendable, Equatable {
+        /// KatanaRouter 0.4's calls (the default): a pop for every destination that leaves, deepest first; a
+        /// `change` adds every child of its parent, in order.
+        case katanaRouter
+        /// One `pop` (or `change`) per removed subtree, for its top node only; a `change` lists only what it adds;
+        /// calls grouped parent by parent, top down.
+        case compact
     }
+
+    public static func changes(from old: NavigationState, to new: NavigationState,
+                               style: Style = .katanaRouter) -> [NavigationChange] {
+        switch style {
+        case .katanaRouter: return katanaRouterChanges(from: old, to: new)
+        case .compact:
+            var changes: [NavigationChange] = []
+            compareChildren(of: nil,
+                            old: old.root.map { [$0] } ?? [], oldActive: old.root == nil ? nil : 0,
+                            new: new.root.map { [$0] } ?? [], newActive: new.root == nil ? nil : 0,
+                            into: &changes)
+            return changes
+        }
+    }
+
+    // MARK: KatanaRouter 0.4
+
+    /// A destination and its parent in one tree.
+    private struct Placed {
+        let node: NavigationNode
+        let parent: Destination?
+        var id: UUID { node.destination.instanceIdentifier }
+    }
+
+    private static func katanaRouterChanges(from old: NavigationState, to new: NavigationState) -> [NavigationChange] {
+        var oldNodes: [UUID: Placed] = [:]
+        var oldPostOrder: [Placed] = []
+        old.root?.visit(.postOrder, parent: nil) { node, parent in
+            let placed = Placed(node: node, parent: parent)
+            oldNodes[placed.id] = placed
+            oldPostOrder.append(placed)
+        }
+        // A destination stays when it is in both trees under the same parent, which stays too (pre-order visits
+        // parents first); anything else in the old tree leaves, anything else in the new one arrives.
+        var stays: Set<UUID> = []
+        var pushes: [Placed] = []
+        new.root?.visit(.preOrder, parent: nil) { node, parent in
+            let placed = Placed(node: node, parent: parent)
+            if let before = oldNodes[placed.id], before.parent?.instanceIdentifier == parent?.instanceIdentifier,
+               parent.map({ stays.contains($0.instanceIdentifier) }) ?? true {
+                stays.insert(placed.id)
+            } else {
+                pushes.append(placed)
+            }
+        }
+        let pops = oldPostOrder.filter { !stays.contains($0.id) }
+
+        var singlePops = pops
+        var arrivals: [NavigationChange] = []
+        for parent in uniqueParents(pushes) {
+            let parentID = parent?.instanceIdentifier
+            let pushed = pushes.filter { $0.parent?.instanceIdentifier == parentID }
+            // Pops group with a parent's pushes only when that parent stays: a parent that arrives (or moved) has
+            // no routable yet that could be told about its old children.
+            let popped = parentID.map { stays.contains($0) } ?? true
+                ? pops.filter { $0.parent?.instanceIdentifier == parentID } : []
+            if pushed.count == 1, popped.isEmpty {
+                arrivals.append(.push(pushed[0].node.destination, parent: parent))
+                continue
+            }
+            let children = parentID.flatMap { new.node(.instance($0))?.children.map(\.destination) }
+                ?? new.root.map { [$0.destination] } ?? []
+            arrivals.append(.change(parent: parent, removed: popped.map(\.node.destination), added: children))
+            singlePops.removeAll { $0.parent?.instanceIdentifier == parentID }
+        }
+
+        var departures: [NavigationChange] = []
+        for parent in uniqueParents(singlePops) {
+            let popped = singlePops.filter { $0.parent?.instanceIdentifier == parent?.instanceIdentifier }
+            departures.append(popped.count == 1
+                ? .pop(popped[0].node.destination, parent: parent)
+                : .change(parent: parent, removed: popped.map(\.node.destination), added: []))
+        }
+
+        var activeChanges: [NavigationChange] = []
+        new.root?.visit(.postOrder) { node in
+            guard let active = node.activeChild else { return }
+            let id = node.destination.instanceIdentifier
+            let before = stays.contains(id) ? oldNodes[id]?.node.activeChild : nil
+            guard before?.destination.instanceIdentifier != active.destination.instanceIdentifier else { return }
+            let stillThere = before.flatMap { previous in
+                node.children.contains { $0.destination.instanceIdentifier == previous.destination.instanceIdentifier }
+                    ? previous.destination : nil
+            }
+            activeChanges.append(.changeActiveDestination(parent: node.destination, from: stillThere,
+                                                          to: active.destination))
+        }
+        return departures + arrivals + activeChanges
+    }
+
+    /// The parents of `placed`, each once, in the order they first appear (nil: the router's root routable).
+    private static func uniqueParents(_ placed: [Placed]) -> [Destination?] {
+        var seen: Set<UUID?> = []
+        var parents: [Destination?] = []
+        for item in placed where seen.insert(item.parent?.instanceIdentifier).inserted { parents.append(item.parent) }
+        return parents
+    }
+
+    // MARK: Compact
 
     private static func compareChildren(
         of parent: Destination?,

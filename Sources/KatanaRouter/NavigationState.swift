@@ -132,10 +132,21 @@ public struct NavigationNode: Sendable, Equatable {
         return true
     }
 
+    /// Visits this node and everything under it in KatanaRouter's order: the active child's subtree after its
+    /// inactive siblings' (in tree order), so the active route comes last, in pre-order and in post-order alike.
     func visit(_ order: NavigationState.TraversalOrder, _ body: (NavigationNode) -> Void) {
-        if order == .preOrder { body(self) }
-        for child in children { child.visit(order, body) }
-        if order == .postOrder { body(self) }
+        visit(order, parent: nil) { node, _ in body(node) }
+    }
+
+    /// `visit`, with each node's parent destination (`parent` for this node).
+    func visit(_ order: NavigationState.TraversalOrder, parent: Destination?,
+               _ body: (NavigationNode, Destination?) -> Void) {
+        if order == .preOrder { body(self, parent) }
+        let nodes = storage.nodes
+        let active = activeChildIndex.flatMap { nodes.indices.contains($0) ? $0 : nil }
+        for (index, child) in nodes.enumerated() where index != active { child.visit(order, parent: destination, body) }
+        if let active { nodes[active].visit(order, parent: destination, body) }
+        if order == .postOrder { body(self, parent) }
     }
 
     /// The path of child indices from this node to the first node matching `id` (pre-order), if any.
@@ -218,7 +229,10 @@ public struct NavigationState: Sendable, Equatable {
     /// The end of the active route: the destination the user sees.
     public var activeLeaf: Destination? { activeRoute.last }
 
-    /// Every destination, parents before children (`.preOrder`) or children before parents (`.postOrder`).
+    /// Every destination, parents before children (`.preOrder`) or children before parents (`.postOrder`), in
+    /// KatanaRouter's order: under each destination, the inactive children's subtrees first (in tree order) and the
+    /// active child's last, so the active route is visited last (its leaf last in pre-order, its root last in
+    /// post-order).
     public func destinations(_ order: TraversalOrder = .preOrder) -> [Destination] {
         var all: [Destination] = []
         root?.visit(order) { all.append($0.destination) }

@@ -47,6 +47,7 @@ public final class Router<S: RoutableState>: Sendable {
     public let store: PartialStore<S>
     let rootRoutable: any Routable
     let timeout: Duration
+    let diffStyle: NavigationDiff.Style
     let onIssue: @Sendable (RouterIssue) -> Void
     /// The store's trace backend, if it records transitions (see `TransitionTraceBackend`).
     let tracer: (any TransitionTraceBackend)?
@@ -55,12 +56,14 @@ public final class Router<S: RoutableState>: Sendable {
     /// - Parameters:
     ///   - timeout: how long a routable may take over one call before it is reported (``RouterIssue/timedOut``)
     ///     and the router moves on.
+    ///   - diffStyle: which calls the routables receive (``NavigationDiff/Style``): KatanaRouter 0.4's by default.
     ///   - onIssue: where problems go (default: logged at error level under `katana.router`).
     public init(store: PartialStore<S>, rootRoutable: any Routable, timeout: Duration = .seconds(10),
-                onIssue: (@Sendable (RouterIssue) -> Void)? = nil) {
+                diffStyle: NavigationDiff.Style = .katanaRouter, onIssue: (@Sendable (RouterIssue) -> Void)? = nil) {
         self.store = store
         self.rootRoutable = rootRoutable
         self.timeout = timeout
+        self.diffStyle = diffStyle
         let logger = Logger(label: "katana.router")
         self.onIssue = onIssue ?? { logger.error("\($0)") }
         tracer = (store.configuration.traceBackend ?? KatanaTracing.backend) as? any TransitionTraceBackend
@@ -75,7 +78,7 @@ public final class Router<S: RoutableState>: Sendable {
         }
         queue.enqueueCurrent { store.state.navigationState }
         queue.onClose(unsubscribe)
-        let engine = RouterEngine(root: rootRoutable, timeout: timeout, onIssue: onIssue, tracer: tracer)
+        let engine = RouterEngine(root: rootRoutable, timeout: timeout, diffStyle: diffStyle, onIssue: onIssue, tracer: tracer)
         let queue = self.queue
         Task {
             var engine = engine
@@ -165,6 +168,7 @@ final class TransitionQueue: @unchecked Sendable {
 struct RouterEngine {
     let root: any Routable
     let timeout: Duration
+    let diffStyle: NavigationDiff.Style
     let onIssue: @Sendable (RouterIssue) -> Void
     let tracer: (any TransitionTraceBackend)?
     /// What the routables show now.
@@ -172,24 +176,31 @@ struct RouterEngine {
     /// The routable of each shown destination that has one.
     var routables: [UUID: any Routable] = [:]
 
-    init(root: any Routable, timeout: Duration, onIssue: @escaping @Sendable (RouterIssue) -> Void, tracer: (any TransitionTraceBackend)?) {
+    init(root: any Routable, timeout: Duration, diffStyle: NavigationDiff.Style = .katanaRouter,
+         onIssue: @escaping @Sendable (RouterIssue) -> Void, tracer: (any TransitionTraceBackend)?) {
         self.root = root
         self.timeout = timeout
+        self.diffStyle = diffStyle
         self.onIssue = onIssue
         self.tracer = tracer
     }
 
     mutating func show(_ next: NavigationState) async {
         guard next != shown else { return }
-        let changes = NavigationDiff.changes(from: shown, to: next)
+        let changes = NavigationDiff.changes(from: shown, to: next, style: diffStyle)
         let transitionID = KatanaTracing.nextID()
         let transitionName = TraceName("navigation")
         if let tracer, tracer.isEnabled { tracer.transitionBegin(transitionID: transitionID, name: transitionName) }
         var registeredNow = Set<UUID>()
+        var left: [Destination] = []
         var allOK = true
         for change in changes {
-            allOK = await perform(change, registeredNow: &registeredNow) && allOK
+            allOK = await perform(change, registeredNow: &registeredNow, left: &left) && allOK
         }
+        // Routables of destinations that left are dropped once the whole transition is done, not at their pop: in
+        // KatanaRouter 0.4's order a parent can hear that several children left (one `change`) before one of those
+        // children hears that its own child left.
+        for destination in left { forget(destination, registeredNow) }
         shown = next
         if let tracer, tracer.isEnabled {
             tracer.transitionEnd(transitionID: transitionID, name: transitionName, outcome: allOK ? .ok : .error)
@@ -197,7 +208,8 @@ struct RouterEngine {
     }
 
     /// Makes one routable call; returns whether it succeeded.
-    private mutating func perform(_ change: NavigationChange, registeredNow: inout Set<UUID>) async -> Bool {
+    private mutating func perform(_ change: NavigationChange, registeredNow: inout Set<UUID>,
+                                  left: inout [Destination]) async -> Bool {
         let parent: Destination?
         switch change {
         case let .push(_, p), let .pop(_, p), let .change(p, _, _): parent = p
@@ -230,9 +242,9 @@ struct RouterEngine {
             case let .push(destination, _):
                 if let child = value as? any Routable { register(destination, child, &registeredNow) }
             case let .pop(destination, _):
-                forget(destination, registeredNow)
+                left.append(destination)
             case let .change(_, removed, added):
-                for destination in removed { forget(destination, registeredNow) }
+                left += removed
                 let made = value as? [Destination: any Routable] ?? [:]
                 for destination in added {
                     if let child = made[destination] {
@@ -251,7 +263,7 @@ struct RouterEngine {
             onIssue(.timedOut(change, after: timeout))
             ok = false
         }
-        if !ok, case let .pop(destination, _) = change { forget(destination, registeredNow) }
+        if !ok, case let .pop(destination, _) = change { left.append(destination) }
         if let tracer, tracer.isEnabled { tracer.transitionEnd(transitionID: callID, name: name, outcome: ok ? .ok : .error) }
         return ok
     }

@@ -142,15 +142,14 @@ import Testing
         let taken = sticky.appendingPathComponent("taken.json")
         try Data("{}".utf8).write(to: taken)
         try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: taken.path)
-        let started = Date()
         let outcome = try await runProcessSuspending(Self.setpriv, [
             "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", bench.path,
             "run", "--duration", "30", "--warmup", "0", "--trace-backend", "none", "--json", taken.path,
         ])
         #expect(outcome.status == 2, "exit \(outcome.status): \(outcome.err)")
         #expect(outcome.err.contains(taken.path) && outcome.err.contains("cannot write"), "\(outcome.err)")
+        // The run prints its table before writing --json: an empty stdout means nothing was measured.
         #expect(outcome.out.isEmpty, "nothing is measured for an output that cannot be written: \(outcome.out)")
-        #expect(Date().timeIntervalSince(started) < 25, "the 30 s run happened before the refusal")
         #expect(try String(contentsOf: taken, encoding: .utf8) == "{}")
 
         // A file of its own in the same directory is fine.

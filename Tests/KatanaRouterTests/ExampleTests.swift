@@ -59,12 +59,15 @@ let expectedExampleOutput = """
   refused: user identifier "product-42" is already in the navigation tree
   now at: Tabs(tabs) > Cart(cart) > Shipping(shipping) > Payment(payment)
 > cancel checkout
+      [Shipping(shipping)] pop Payment(payment)
     [Cart(cart)] pop Shipping(shipping)
   now at: Tabs(tabs) > Cart(cart)
 > back to the catalog tab
   [Tabs(tabs)] show Catalog(catalog) instead of Cart(cart)
   now at: Tabs(tabs) > Catalog(catalog) > Product(product-42)
 > log out
+  [Tabs(tabs)] change: remove ["Cart(cart)", "Account(account)", "Catalog(catalog)"] add []
+    [Catalog(catalog)] pop Product(product-42)
 [window] change: remove ["Tabs(tabs)"] add ["Login(login)"]
   now at: Login(login)
 

@@ -646,11 +646,11 @@ extension LTTngRecordingTests {
         #expect(check.status == 0, "\(check.out)")
         let (events, discarded) = try await readBack(directory)
         #expect(discarded == 0)
-        // The example makes 11 navigation transitions with 16 routable calls between them (its printed output).
+        // The example makes 11 navigation transitions with 19 routable calls between them (its printed output).
         let begins = events.filter { $0.event == "transition_begin" }
         let ends = events.filter { $0.event == "transition_end" }
         #expect(begins.filter { $0.name == "navigation" }.count == 11)
-        #expect(begins.count == 27 && ends.count == 27)
+        #expect(begins.count == 30 && ends.count == 30)
         #expect(begins.contains { $0.name == "push Product" } && begins.contains { $0.name == "pop Shipping" })
 
         let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
@@ -664,8 +664,8 @@ extension LTTngRecordingTests {
         #expect(export.status == 0)
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
         #expect(traceEventProblems(document).isEmpty)
-        // Transitions (which await routables and may move threads) are async slices: 27 begins, 27 ends.
+        // Transitions (which await routables and may move threads) are async slices: 30 begins, 30 ends.
         let slices = (document["traceEvents"] as? [[String: Any]] ?? []).filter { $0["cat"] as? String == "navigation" }
-        #expect(slices.filter { $0["ph"] as? String == "b" }.count == 27 && slices.filter { $0["ph"] as? String == "e" }.count == 27)
+        #expect(slices.filter { $0["ph"] as? String == "b" }.count == 30 && slices.filter { $0["ph"] as? String == "e" }.count == 30)
     }
 }
