@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples
+.PHONY: setup bench test test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
 
 setup:
 	@bash scripts/setup-system.sh
@@ -62,3 +62,13 @@ bench-baseline: setup
 	python3 scripts/perf-gate benchmarks --update
 	git --no-pager diff --stat -- Benchmarks/callgrind-baseline.json Benchmarks/Thresholds
 	git --no-pager diff -- Benchmarks/callgrind-baseline.json
+
+## The DocC catalogs (Sources/*/*.docc) built with the toolchain's docc into .build/docs, warnings as errors; also
+## checks that the Performance article's table is what Benchmarks/Results/micro.json gives.
+docs:
+	bash scripts/build-docs.sh
+
+## Re-measures the Performance article's figures (katana-bench micro, release build) into
+## Benchmarks/Results/micro.json and rewrites the article's table from it (commit both).
+perf-table:
+	python3 scripts/perf-table record

@@ -28,8 +28,8 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
 
     /// The item's outcome: its value, or what the item or an interceptor threw, or a ``KatanaError``.
     /// (Inlinable, as is ``result``: specialised in the caller's module, `Result<Value, any Error>` and this handle's
-    /// storage need no run-time metadata lookup — unspecialised, those lookups cost ~1,300 instructions per side
-    /// effect awaited.)
+    /// storage need no run-time metadata lookup, which unspecialised costs more than the rest of an awaited side
+    /// effect's handle: the callgrind gate's `side_effect_round_trip` and `awaited_round_trip`.)
     @inlinable
     public nonisolated(nonsending) var value: Value {
         get async throws { try await result.get() }
@@ -44,7 +44,7 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
             case let .pending(cell):
                 if Value.self == Void.self {
                     // A `Void` handle only reports completion: its outcome's error, if any, is all there is to read
-                    // (copying the whole `Result` out and converting it cost ~170 instructions per side effect).
+                    // (copying the whole `Result` out and converting it shows in the callgrind gate's `side_effect_round_trip`).
                     if let failure = await cell.waitForFailure() { .failure(failure) } else { .success(() as! Value) }
                 } else {
                     HandleCell.typed(await cell.wait(), as: Value.self)
@@ -118,7 +118,7 @@ final class HandleCell: @unchecked Sendable {
     @usableFromInline let phase = Atomic<UInt8>(Phase.waiting)
     /// Whether the cell is resolved; `outcome` is meaningful only then. Two plain fields rather than an optional
     /// `Result`: an optional of a multi-payload enum of existentials is tested and copied through the runtime's
-    /// generic enum functions (~300 instructions per side effect).
+    /// generic enum functions (the callgrind gate's `side_effect_round_trip`).
     @usableFromInline @exclusivity(unchecked) var isDone = false
     @usableFromInline @exclusivity(unchecked) var outcome: Outcome = .success(())  // written only when resolved
     @usableFromInline @exclusivity(unchecked) var waiter: Waiter?
@@ -131,7 +131,7 @@ final class HandleCell: @unchecked Sendable {
     /// 304-byte object alone (the runtime releases its closure, which holds this cell, when it completes), and
     /// releasing it on resolution freed that object on the pool thread, from the dispatching thread's malloc arena —
     /// one locked free more per side effect than a plain `Task`, contending with the dispatching thread's mallocs for
-    /// the arena's lock (side effects dispatched at once: 2.2 µs each against 1.05 µs when kept).
+    /// the arena's lock (`katana-bench micro --only side-effects` with many side effects in flight: twice as slow).
     @usableFromInline @exclusivity(unchecked) var task: Task<Void, any Error>?
     /// Side effects dispatched through this side effect's context (finished ones are pruned now and then):
     /// cancelled with it. They share this cell's lock (one per store), so their outcomes can be read under it.
@@ -170,7 +170,7 @@ final class HandleCell: @unchecked Sendable {
     @inlinable
     func resolveAppliedLocked() -> Wakeup? {
         guard !isDone else { return nil }
-        // No `Result` is built unless someone waits (making and destroying one cost ~50 instructions per item).
+        // No `Result` is built unless someone waits (the lane resolves whole batches: the callgrind gate's workloads).
         return completeLocked(.success(()))
     }
 

@@ -74,7 +74,7 @@ struct InterceptionFrame {
     @usableFromInline var replacement: (any Dispatchable)?
     /// How `next` applies a state updater: a function made where the store's state type is known (the caller's
     /// specialised code), so the end of the chain — reached through the interceptors' closures, in generic code —
-    /// does not apply it through unspecialised generics (that cost ~1,100 instructions per dispatch).
+    /// does not apply it through unspecialised generics (the callgrind gate's `interceptors_3`).
     @usableFromInline var applyUpdater: ((AnyObject, any AnyStateUpdater, Bool) throws(KatanaError) -> Void)?
 
     @inlinable

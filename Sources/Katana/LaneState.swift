@@ -46,8 +46,8 @@ final class LaneWord: Sendable {
     /// waiter pauses between looks (`katana_cpu_relax`), twice as long each time, up to ``maxPausesBetweenLooks``:
     /// each look pulls the word's line to this core and the holder's next take pulls it back, so a waiter looking
     /// back to back slowed the very holder it waited for — the one that keeps taking the lane between its own
-    /// dispatches while another producer waits (two producers, aggregate per dispatch, medians of 5 in 8 interleaved
-    /// rounds: 73–114 ns looking back to back, 56–76 pausing).
+    /// dispatches while another producer waits (`katana-bench micro --only two-producers`, pausing against looking
+    /// back to back, interleaved).
     /// Out of line: only a dispatch that found the lane busy calls it, and the common dispatch's code stays as it was.
     @usableFromInline @inline(never)
     func spinTake(thread: UInt, nanoseconds: UInt64) -> Bool {
@@ -80,10 +80,10 @@ final class LaneWord: Sendable {
     /// Looks at a busy lane's word in `spinTake` before the waiter starts pausing between them (a multiple of 64).
     @usableFromInline static let looksWithoutPause = 128
 
-    /// The most pauses between two looks at a busy lane's word in `spinTake`: ~0.46 µs on the x86-64 machines we
-    /// measure on (a `pause` is ~29 ns there), so a wait that runs out overruns its time by at most that. Fewer
-    /// looked often enough to slow the holder (two producers: 4 pauses 83–110 ns per dispatch, 8: 59–70, 16–64:
-    /// 59–66, in one interleaved set); more made waits that run out (a holder combining, under `run -s mixed`) longer.
+    /// The most pauses between two looks at a busy lane's word in `spinTake`, so a wait that runs out overruns its
+    /// time by at most that many pauses. Fewer looked often enough to slow the holder (`katana-bench micro --only
+    /// two-producers`, interleaved sets of settings); more made waits that run out (a holder combining, under
+    /// `run -s mixed`) longer.
     @usableFromInline static let maxPausesBetweenLooks = 16
 
     /// The holder's give-back without `laneLock`: succeeds when no updater was queued since the lane was taken (the

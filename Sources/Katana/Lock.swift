@@ -31,8 +31,8 @@ final class Lock: @unchecked Sendable {
     /// - Parameter adaptive: spin briefly before sleeping when the lock is taken, as glibc's
     ///   `PTHREAD_MUTEX_ADAPTIVE_NP` does. For locks held for a few dozen nanoseconds by many threads, where
     ///   sleeping in the kernel and waking up costs far more than the wait itself. Done here, around a default
-    ///   mutex: glibc's adaptive type costs ~2.9 ns more per uncontended lock and unlock than the default one
-    ///   (10.2 against 7.3 here), a try-lock before the default lock ~0.9 (8.2).
+    ///   mutex: glibc's adaptive type costs more per uncontended lock and unlock than the default one, a try-lock
+    ///   before the default lock less (the callgrind gate's `fire_and_forget`, and `katana-bench micro`).
     @usableFromInline init(adaptive: Bool = false) {
         spins = adaptive
         let bytes = (MemoryLayout<pthread_mutex_t>.stride + Lock.cacheLine - 1) / Lock.cacheLine * Lock.cacheLine

@@ -420,7 +420,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         if direct, id == 0 {
             // Untraced, no interceptors. Apply, hand the change straight to the listeners, and give the lane back —
             // with the updater as it came (no lane item: it would box it in an existential, copy it and destroy
-            // both, ~90 instructions of a ~650-instruction dispatch).
+            // both: a large share of the callgrind gate's `fire_and_forget`).
             let failure = applyAndNotify(thread: thread) { (state: inout S) throws(KatanaError) in
                 try updater._apply(to: &state)
             }
@@ -596,7 +596,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     /// `linkEnd` where the dispatched updater's type `U` is known: an item of exactly that type (the dispatched updater
     /// passed on, the common case) takes the typed chain's end and is applied specialised, where the erased end asks it
-    /// for its updater and its side effect through two witnesses and applies it through a third (~110 instructions);
+    /// for its updater and its side effect through two witnesses and applies it through a third (the callgrind
+    /// gate's `dispatch_interceptors_3`);
     /// anything else goes the erased way.
     @inlinable @inline(__always)
     final func linkEnd<U: AnyStateUpdater>(

@@ -17,7 +17,8 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     /// A context is these two references and nothing else, whatever the dependencies: it fits in an
     /// `any AnySideEffectContext` without a heap box, and its layout does not depend on `S` or `D`, so it is copied
     /// with two retains even where it is not specialised. (With the dependencies stored here, a container of two
-    /// closures made every side effect box its context on the heap and copy both closures twice: ~570 instructions.)
+    /// closures made every side effect box its context on the heap and copy both closures twice:
+    /// `SideEffectContextLayoutTests.aContextIsTwoWordsWhateverTheDependencies` guards it.)
     @usableFromInline var scope: HandleCell?
 
     @inlinable init(reference: WeakStoreReference<S, D>, scope: HandleCell?) {
@@ -102,7 +103,8 @@ public protocol AnySideEffectContext: Sendable {
 
 /// `AnySideEffectContext.typed`, generic only over the target types: called on an existential, a protocol-extension
 /// method stays generic over the opened `Self` and is never specialised, so every side effect looked up
-/// `SideEffectContext<S, D>`'s metadata at run time (~320 instructions); this one is specialised in the side effect's
+/// `SideEffectContext<S, D>`'s metadata at run time (the callgrind gate's `side_effect_round_trip`); this one is
+/// specialised in the side effect's
 /// module, where that metadata is a static.
 @inlinable
 func typedContext<S: State, D: SideEffectDependencyContainer>(
@@ -114,7 +116,8 @@ func typedContext<S: State, D: SideEffectDependencyContainer>(
 }
 
 /// `context` as a `T` when that is its very type: a comparison of two metadata pointers, where `as?` from an
-/// existential went through the runtime's general cast (~260 instructions per side effect). The existential is
+/// existential went through the runtime's general cast (the callgrind gate's `side_effect_round_trip`). The
+/// existential is
 /// opened twice, to compare and then to take the value: one opened function returning `T?` (it is unspecialised —
 /// the opened type is known at run time only) went through `T`'s enum witnesses, and `type(of:)` through the
 /// runtime's dynamic-type lookup.

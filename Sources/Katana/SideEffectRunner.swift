@@ -9,11 +9,11 @@ final class SideEffectRegistry: @unchecked Sendable {
     // `first`, `running` (and the cells' `runningNext`/`runningPrevious`) and `closed` are guarded by `lock`;
     // `tracer` is immutable; `host` is written once, in the store's init, before the store is shared.
     /// The store's completion lock, which its handle cells share: a side effect that ends leaves this list and
-    /// resolves its handle under one acquisition (two, taken one after the other, cost ~60 instructions more).
+    /// resolves its handle under one acquisition (the callgrind gate's `side_effect_round_trip`).
     @usableFromInline let lock: Lock
     /// The running side effects' cells, linked through their `runningNext`/`runningPrevious`: entering and leaving
-    /// is a few pointer writes, where a dictionary hashed twice and churned its storage (~500 instructions per side
-    /// effect). Unretained, as the links are: each cell is held by its task while it is in the list.
+    /// is a few pointer writes, where a dictionary hashed twice and churned its storage (the callgrind gate's
+    /// `side_effect_round_trip`). Unretained, as the links are: each cell is held by its task while it is in the list.
     @usableFromInline @exclusivity(unchecked) var first: Unmanaged<HandleCell>?
     @usableFromInline @exclusivity(unchecked) var running = 0
     /// Set when the store is released: nothing more starts.
@@ -29,7 +29,7 @@ final class SideEffectRegistry: @unchecked Sendable {
 
     /// A context of the store's own types with no scope (see `ScopedSideEffectContext`): a side effect's context is
     /// a copy of it with the side effect's cell. Here, so that a side effect with no interceptors to run gets its
-    /// context without loading the store's weak reference (~120 instructions per side effect with the call). A
+    /// context without loading the store's weak reference (the callgrind gate's `side_effect_round_trip`). A
     /// `let`: the copy is made in place (read from a `var`, the existential was copied out first).
     @usableFromInline let contextPrototype: any ScopedSideEffectContext
 
@@ -233,7 +233,8 @@ enum SideEffectRunner {
 
     /// `finish` for a body that returned, when the handle's value type is `Void`: it only reports that the side
     /// effect finished, so the cell is resolved as an applied updater's is — the returned value is not copied into
-    /// the cell and out to its waiter (through `Result`'s and the existential's witnesses, ~330 instructions).
+    /// the cell and out to its waiter through `Result`'s and the existential's witnesses (the callgrind gate's
+    /// `side_effect_round_trip`).
     @usableFromInline @inline(never)
     static func finishDiscardingValue(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64) {
         if end(item, registry: registry, started: started, outcome: .ok, failure: nil) {

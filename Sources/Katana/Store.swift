@@ -49,7 +49,8 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
         let tracer = configuration.traceBackend ?? KatanaTracing.backend
         // The reference holds the dependencies; their closures reach the store through an object of their own (through
         // the reference, strongly, the two would keep each other alive; weakly, the reference would get a side table,
-        // and every retain of it — two per side effect — would take the runtime's slow path: ~100 instructions).
+        // and every retain of it — two per side effect — would take the runtime's slow path: the callgrind gate's
+        // `side_effect_round_trip`).
         let reference = WeakStoreReference<S, D>(tracer: tracer)
         let target = WeakStore<S, D>()
         self.reference = reference
@@ -101,7 +102,7 @@ final class WeakStoreReference<S: State, D: SideEffectDependencyContainer>: @unc
     @usableFromInline let tracer: any TraceBackend
     /// Whether `tracer` records intervals, as a plain C function when it is a native provider's or the no-op
     /// backend, so an interval asks in one call (through the existential and the provider's every-event check it
-    /// took 6 ns, more than the 5 ns an interval may cost). Other backends are asked `isEnabled`.
+    /// cost more than an interval may: `katana-bench micro`'s interval row). Other backends are asked `isEnabled`.
     @usableFromInline let intervalsEnabledCheck: (@convention(c) () -> Int32)?
 
     init(tracer: any TraceBackend) {

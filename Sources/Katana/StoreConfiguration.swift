@@ -60,7 +60,8 @@ public struct StoreConfiguration: Sendable {
     /// The lane stays one FIFO either way: order is never traded for priority. See the README's threading contract.
     public var backlogLimit: Int?
 
-    /// The default ``backlogLimit``: at ~100 ns per updater, an awaited updater waits at most ~0.1 ms behind a flood.
+    /// The default ``backlogLimit``: at the cost of a queued updater, an awaited updater waits a fraction of a
+    /// millisecond behind a flood (`katana-bench run -s flood`).
     public static let defaultBacklogLimit = 1024
 
     /// Interceptors of the protocol form, run for every item before the closures given to the store's

@@ -64,9 +64,9 @@ enum Floors {
     ///
     /// A `Mutex`, not the `pthread_mutex_t` of ``LockedCounter``: on Linux a contended `Mutex` spins briefly, then
     /// waits in a priority-inheritance futex, which gives the lock to the waiter when the holder unlocks — so every
-    /// run measures two threads taking turns: 31–43 ns here (medians of five, 24 runs). glibc's mutex, default or
+    /// run measures two threads taking turns. glibc's mutex, default or
     /// adaptive, lets the thread that unlocks take the lock straight back, so a run was anything from one thread
-    /// alone for long stretches to a handoff per update — 9–82 ns from one run to the next in the same rounds — and
+    /// alone for long stretches to a handoff per update, varying several-fold from one run to the next, and
     /// a ratio to it meant little.
     /// Under ThreadSanitizer, which does not see `Mutex`'s lock and would report its counter as a race (STYLE.md),
     /// the pthread counter stands in: figures from a sanitized build mean nothing anyway.

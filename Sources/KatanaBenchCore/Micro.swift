@@ -81,14 +81,14 @@ struct Micro: AsyncParsableCommand {
                     if let event = Floors.rawEvent(count: iterations, backend: backend) { events.append(event) }
                 }
                 let perOp = median(perOps)
-                // While a session records, the dispatch's budget is the recorded one (the line below): ≤ 100 ns is
-                // the untraced dispatch's.
+                // While a session records, the dispatch's budget is the recorded one (the line below), not the untraced
+                // dispatch's (`LTTngRecordingTests.microWhileASessionRecordsStatesTheRecordedBudget`).
                 let budget = backend.isEnabled ? "≤ 350 ns while a session records" : "≤ 100 ns"
                 report(String(format: "fire-and-forget updater dispatch   %9.1f ns/op", perOp), "fire_and_forget", perOp, perRun: perOps, floors: floors,
                        floor: "a locked update and a listener call", budget: budget, into: &figures)
                 if !events.isEmpty {
                     // A recorded inline updater emits one event (updater_inline): its floor is one raw event. The
-                    // budget is absolute (≤ 350 ns), so it means the same whatever the floor.
+                    // budget is absolute, so it means the same whatever the floor.
                     let event = median(events)
                     figures["raw_lttng_event_floor_ns"] = event
                     figures["recorded_dispatch_ratio"] = perOp / event
@@ -290,7 +290,7 @@ struct Micro: AsyncParsableCommand {
     /// ns per dispatch through `interceptorCount` interceptors and without any, measured in alternating slices of a
     /// tenth of `count` each (which store goes first alternates by slice): the difference is the chain's cost, and
     /// the two figures it is taken from see the same phase of a shared machine (measured one after the other, the
-    /// machine slowing down in between read as +72 ns for a chain that costs +44).
+    /// machine slowing down in between read as a chain costing over half again what it costs).
     private func throughAndWithout(count: Int, backend: any TraceBackend, protocolForm: Bool, erased: Bool) -> (through: Double, none: Double) {
         let chained = makeStore(backend: backend, interceptors: Micro.interceptorCount, protocolForm: protocolForm, erased: erased)
         let plain = makeStore(backend: backend)

@@ -19,7 +19,7 @@ extension FluxStandardAction {
 }
 
 /// A Flux Standard Action with a typed payload and ReduxKit's full initialiser, so action creators can make it
-/// from a payload (see ``bindActionCreators(_:dispatch:)-(StandardAction.Type,_)``).
+/// from a payload (see `bindActionCreators(_:dispatch:)`).
 public protocol StandardAction: FluxStandardAction {
     associatedtype PayloadType: Sendable
     /// The typed payload (`payload` erases it); `nil` for an action without one.

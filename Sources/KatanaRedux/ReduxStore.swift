@@ -18,7 +18,7 @@ public struct ReducedState<S: Sendable>: State {
 }
 
 /// A Redux store in the style of ReduxKit and ReSwift — `dispatch(action)`, `state`/`getState()`, `subscribe`,
-/// middleware — running on a Katana ``Store``: actions are applied one at a time in one global order, from any
+/// middleware — running on a Katana `Store`: actions are applied one at a time in one global order, from any
 /// thread, and traced like state updaters (each under its own action type's name).
 public final class ReduxStore<S: Sendable>: Sendable {
     /// The Katana store underneath (for listeners with old and new state, side effects, or readiness).

@@ -54,7 +54,10 @@ public final class Router<S: RoutableState>: Sendable {
     let queue = TransitionQueue()
 
     /// - Parameters:
-    ///   - timeout: how long a routable may take over one call before it is reported (``RouterIssue/timedOut``)
+    ///   - store: the store whose `navigationState` the router follows.
+    ///   - rootRoutable: the routable that receives the calls about the tree's root itself (push, pop or change of
+    ///     the root destination); the routables it returns handle the rest.
+    ///   - timeout: how long a routable may take over one call before it is reported (``RouterIssue/timedOut(_:after:)``)
     ///     and the router moves on.
     ///   - diffStyle: which calls the routables receive (``NavigationDiff/Style``): KatanaRouter 0.4's by default.
     ///   - onIssue: where problems go (default: logged at error level under `katana.router`).

@@ -110,7 +110,8 @@ public struct DispatchEndEvent: Sendable, Equatable {
 /// An updater applied inline — on the thread that dispatched it, which found the lane idle — reported once, at its
 /// end, to a backend that `combinesInlineUpdaters`: it stands for an enqueue and a begin at (end − `durationNanoseconds`)
 /// on `updaterInline` with queue depth 0, then an end with `outcome`. One event instead of three is what keeps a
-/// recorded dispatch cheap (LTTng pays ~1,500 instructions per event).
+/// recorded dispatch cheap: an LTTng event costs far more than the dispatch (the callgrind gate's
+/// `fire_and_forget_lttng_recording` workload).
 public struct UpdaterInlineEvent: Sendable, Equatable {
     public var id: UInt64
     public var parentID: UInt64

@@ -294,3 +294,28 @@ final class HeldInitializer: @unchecked Sendable {
 extension Result {
     var isFailure: Bool { if case .failure = self { true } else { false } }
 }
+
+// The Distributed tracing article's snippet, line for line (DocumentationSnippetTests checks it). Compiled, and run
+// only as far as it can be in a test process: `InstrumentationSystem.bootstrap` may be called once per process, so
+// the test passes a flag that skips it.
+private typealias AppState = Counter
+private typealias AppDependencies = EmptySideEffectDependencyContainer
+
+func distributedTracingArticle(tracer: any Tracer, bootstrap: Bool) -> Store<Counter, EmptySideEffectDependencyContainer> {
+    if bootstrap {
+        InstrumentationSystem.bootstrap(tracer)   // the app's tracer, as for any instrumented library
+    }
+    let store = Store<AppState, AppDependencies>(stateInitializer: AppState.init,
+                                                 configuration: .init(traceBackend: DistributedTraceBackend()))
+    // No spans for requests the sampler dropped (swift-otel): DistributedTraceBackend(isSampled: { $0.otelIsSampled })
+    // LTTng as well: .init(traceBackend: MultiplexTraceBackend([KatanaTracing.backend, DistributedTraceBackend()]))
+    return store
+}
+
+@Suite struct DistributedTracingArticleTests {
+    @Test func theArticlesStoreWorksWithTheBootstrappedTracer() async throws {
+        let store = distributedTracingArticle(tracer: InMemoryTracer(), bootstrap: false)
+        try await store.dispatch(IncrementTwice()).value
+        #expect(store.state.value == 2)
+    }
+}

@@ -42,9 +42,9 @@ let placeCall = BenchMetric("checkout.place_call", label: "PlaceOrder dispatch c
 
 /// The whole checkout: place the order, then reserve, charge and ship it (a side effect with two nested ones).
 let checkout = BenchScenario("checkout", summary: "place an order and process it: reserve, charge, ship") { context in
-    let store = try makeStore(context)
+    let store = try makeStore(context)          // a ShopStore on context.traceBackend; --option io-us=N sets its I/O
     let ids = OrderIDs()
-    return BenchWorkload { _ in
+    return BenchWorkload { _ in                 // one item, timed from sent (or due, with --rate) to returned
         let id = ids.take()
         let start = BenchContext.now()
         store.dispatch(PlaceOrder(order(id)))

@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+
+/// The README's and the DocC articles' Swift snippets are code the tests compile and run: every line of every
+/// ```swift block must stand in a Swift file under `Tests/` or `Examples/` (test sources, or an example package a
+/// test builds and runs), or in a `Package.swift` for manifest snippets. A snippet edited on the page alone, or code
+/// renamed under it, fails here.
+@Suite struct DocumentationSnippetTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// Every page with snippets: the README and each catalog's articles.
+    static func pages() throws -> [URL] {
+        let sources = root.appendingPathComponent("Sources")
+        var pages = [root.appendingPathComponent("README.md")]
+        let enumerator = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)
+        while let url = enumerator?.nextObject() as? URL {
+            if url.pathExtension == "md", url.path.contains(".docc/") { pages.append(url) }
+        }
+        return pages.sorted { $0.path < $1.path }
+    }
+
+    /// The trimmed lines of every Swift file under `Tests/` and `Examples/` (not build folders).
+    static func compiledLines() throws -> Set<String> {
+        var lines: Set<String> = []
+        for folder in ["Tests", "Examples"] {
+            let enumerator = FileManager.default.enumerator(at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
+            while let url = enumerator?.nextObject() as? URL {
+                if url.lastPathComponent.hasPrefix(".build") { enumerator?.skipDescendants(); continue }
+                guard url.pathExtension == "swift" else { continue }
+                let text = try String(contentsOf: url, encoding: .utf8)
+                for line in text.split(separator: "\n") { lines.insert(line.trimmingCharacters(in: .whitespaces)) }
+            }
+        }
+        return lines
+    }
+
+    /// The ```swift blocks of a page (indented ones too, as in a list item).
+    static func snippets(_ page: String) -> [[String]] {
+        var blocks: [[String]] = []
+        var current: [String]?
+        for line in page.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if current == nil, trimmed == "```swift" {
+                current = []
+            } else if current != nil, trimmed == "```" {
+                blocks.append(current!)
+                current = nil
+            } else if current != nil {
+                current!.append(trimmed)
+            }
+        }
+        return blocks
+    }
+
+    /// A snippet of a package manifest (a target's dependencies), not of code.
+    static func isManifest(_ block: [String]) -> Bool {
+        block.first.map { $0.hasPrefix(".executableTarget(") || $0.hasPrefix(".target(") || $0.hasPrefix(".package(") } ?? false
+    }
+
+    @Test func everySnippetLineIsCompiledByATest() throws {
+        let compiled = try Self.compiledLines()
+        var checked = 0
+        for page in try Self.pages() {
+            let name = page.path.replacingOccurrences(of: Self.root.path + "/", with: "")
+            for block in Self.snippets(try String(contentsOf: page, encoding: .utf8)) where !Self.isManifest(block) {
+                for line in block where !line.isEmpty {
+                    checked += 1
+                    let found = compiled.contains(line)
+                    #expect(found, "\(name): not in any compiled source: \(line)")
+                }
+            }
+        }
+        #expect(checked > 100, "the pages' snippets are gone")
+    }
+
+    /// A manifest snippet names products this package has.
+    @Test func everyProductAManifestSnippetNamesExists() throws {
+        let manifest = try String(contentsOf: Self.root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        var named = 0
+        for page in try Self.pages() {
+            for block in Self.snippets(try String(contentsOf: page, encoding: .utf8)) where Self.isManifest(block) {
+                for line in block {
+                    guard let start = line.range(of: ".product(name: \""), let end = line[start.upperBound...].firstIndex(of: "\"")
+                    else { continue }
+                    let product = line[start.upperBound..<end]
+                    named += 1
+                    #expect(manifest.contains(".library(name: \"\(product)\""), "\(page.lastPathComponent): no product \(product)")
+                }
+            }
+        }
+        #expect(named >= 2)
+    }
+
+    /// The Performance article's table is what the committed results give (`scripts/perf-table render`).
+    @Test func thePerformanceTableIsMadeFromTheCommittedResults() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Self.root.appendingPathComponent("scripts/perf-table").path, "--check"]
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(message)")
+    }
+}

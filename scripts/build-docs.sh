@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds every DocC catalog (`make docs`) with the toolchain's docc, warnings as errors (an unresolved symbol link
+# fails the build), into .build/docs/<Module>.doccarchive; checks that the Performance article's table is what the
+# committed results give.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+modules=(Katana KatanaTrace KatanaRouter KatanaRedux KatanaBench)
+
+python3 scripts/perf-table --check
+
+swift package dump-symbol-graph --minimum-access-level public >/dev/null 2>&1 || swift package dump-symbol-graph --minimum-access-level public
+graphs="$(swift build --show-bin-path)/../symbolgraph"
+[ -d "$graphs" ] || { echo "docs: no symbol graphs in $graphs" >&2; exit 1; }
+
+mkdir -p .build/docs
+status=0
+for module in "${modules[@]}"; do
+  catalog="Sources/$module/$module.docc"
+  [ -d "$catalog" ] || { echo "docs: $catalog is missing" >&2; status=1; continue; }
+  module_graphs=$(mktemp -d)
+  cp "$graphs/$module.symbols.json" "$module_graphs/"
+  cp "$graphs/$module"@*.symbols.json "$module_graphs/" 2>/dev/null || true
+  echo "docs: $module"
+  if ! docc convert "$catalog" --additional-symbol-graph-dir "$module_graphs" \
+      --output-path ".build/docs/$module.doccarchive" --fallback-display-name "$module" \
+      --fallback-bundle-identifier "org.katana-linux.$module" --warnings-as-errors; then
+    status=1
+  fi
+  rm -rf "$module_graphs"
+done
+[ $status -eq 0 ] && echo "docs: every catalog built without warnings (.build/docs)"
+exit $status
