@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every DocC catalog (`make docs`) with the toolchain's docc, warnings as errors (an unresolved symbol link
 # fails the build), into .build/docs/<Module>.doccarchive; checks that the Performance article's table is what the
-# committed results give.
+# committed results give, and that every public declaration has a doc comment (scripts/doc-coverage).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 modules=(Katana KatanaTrace KatanaRouter KatanaRedux KatanaBench)
@@ -28,5 +28,6 @@ for module in "${modules[@]}"; do
   fi
   rm -rf "$module_graphs"
 done
+python3 scripts/doc-coverage "$graphs" || status=1
 [ $status -eq 0 ] && echo "docs: every catalog built without warnings (.build/docs)"
 exit $status

@@ -20,6 +20,7 @@ public enum DispatchableLogger {
         private let logger: Logger
         private let level: Logger.Level
 
+        /// Logs every dispatched item's type at `level` to `logger`, except the types in `blackList`.
         public init(
             blackList: [any Dispatchable.Type] = [],
             logger: Logger = Logger(label: "katana.dispatch"),
@@ -30,6 +31,7 @@ public enum DispatchableLogger {
             self.level = level
         }
 
+        /// Logs the item (unless its type is black-listed) and passes it on unchanged.
         public func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                                   forward: (any Dispatchable) throws -> Void) throws {
             let type = Swift.type(of: item)

@@ -245,6 +245,8 @@ public protocol DispatchInterceptor: Sendable {
 /// opening the item and calling the typed one. Calling `next` or `forward` a second time dispatches anew, past the
 /// interceptors.
 public protocol TypedDispatchInterceptor: DispatchInterceptor {
+    /// Sees `item` with its own type. Call `next` to let it (or a changed copy) go on, `forward` to dispatch another
+    /// item instead, neither to drop it; throw to block it (its handle rejects with the error).
     func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                        forward: (any Dispatchable) throws -> Void) throws
 }

@@ -52,9 +52,12 @@ public enum KatanaError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// What a ``ThrowingStateUpdater`` threw, and which updater threw it.
 public struct UpdaterFailure: Sendable, Equatable {
+    /// What the updater threw.
     public let error: any Error
+    /// The updater's type, as text.
     public let updater: String
 
+    /// A failure of the updater `updater` with `error`.
     public init(error: any Error, updater: String) {
         self.error = error
         self.updater = updater
@@ -67,10 +70,12 @@ public struct UpdaterFailure: Sendable, Equatable {
 
 /// What an interceptor threw after the item it passed on had been applied.
 public struct InterceptorFailure: Sendable, Equatable {
+    /// What the interceptor threw.
     public let error: any Error
     /// The applied item's type.
     public let item: String
 
+    /// A failure of an interceptor with `error`, while it handled `item` (the item's type, as text).
     public init(error: any Error, item: String) {
         self.error = error
         self.item = item

@@ -20,6 +20,7 @@ public struct LatencyBudgets: Sendable, ExpressibleByArrayLiteral {
         let typeName: String
         let nanoseconds: UInt64
 
+        /// A budget of `limit` for every dispatch of `type` (service time: begin to end).
         public static func budget(_ type: any Dispatchable.Type, _ limit: Duration) -> Budget {
             let (seconds, attoseconds) = limit.components
             let nanoseconds = seconds <= 0 && attoseconds <= 0
@@ -30,12 +31,14 @@ public struct LatencyBudgets: Sendable, ExpressibleByArrayLiteral {
 
     @usableFromInline let nanoseconds: [ObjectIdentifier: UInt64]
 
+    /// Budgets for the given types (a type given twice keeps its last budget).
     public init(_ budgets: [Budget]) {
         nanoseconds = Dictionary(budgets.map { ($0.type, $0.nanoseconds) }, uniquingKeysWith: { _, last in last })
     }
 
     public init(arrayLiteral budgets: Budget...) { self.init(budgets) }
 
+    /// Whether no type has a budget (then nothing is timed).
     public var isEmpty: Bool { nanoseconds.isEmpty }
 
     /// The budget of `type`, if it has one.

@@ -2,30 +2,37 @@ import Foundation
 
 /// Dispatched when a notification is posted. Return `nil` to dispatch nothing.
 public protocol NotificationObserverDispatchable: Dispatchable {
+    /// Made when a notification the observer watches is posted; return nil to dispatch nothing.
     init?(notification: Notification)
 }
 
 /// Dispatched when a state updater changed the state in a way the observer's closure accepts.
 public protocol StateObserverDispatchable: Dispatchable {
+    /// Made when the state changed as the observer watches; return nil to dispatch nothing.
     init?(prevState: any State, currentState: any State)
 }
 
 /// Dispatched after an item of an observed type was dispatched.
 public protocol DispatchObserverDispatchable: Dispatchable {
+    /// Made after an item of a watched type was dispatched; return nil to dispatch nothing.
     init?(dispatchedItem: any Dispatchable, prevState: any State, currentState: any State)
 }
 
 /// Dispatched once, when the store becomes ready.
 public protocol OnStartObserverDispatchable: Dispatchable {
+    /// Made once, when the store becomes ready; return nil to dispatch nothing.
     init?()
 }
 
 /// Katana's declarative observers: dispatch items when the state changes, when an item of a type is
 /// dispatched, when a notification is posted, or when the store starts.
 public enum ObserverInterceptor {
+    /// Decides, from the state before and after a change, whether the observer fires.
     public typealias StateChangeObserver = @Sendable (_ prev: any State, _ current: any State) -> Bool
+    /// A ``StateChangeObserver`` over the store's own state type.
     public typealias TypedStateChangeObserver<S: State> = @Sendable (_ prev: S, _ current: S) -> Bool
 
+    /// What an observer watches, and what it dispatches when that happens.
     public enum ObserverType: Sendable {
         /// After each state updater (never for side effects), if `observer(prev, current)` is true, dispatch
         /// every type's `init?(prevState:currentState:)` that is not nil.
@@ -62,6 +69,7 @@ public enum ObserverInterceptor {
         private let notificationCenter: NotificationCenter
         private let logic: ObserverLogic?
 
+        /// Observes as `observers` say; notifications are taken from `notificationCenter`.
         public init(_ items: [ObserverType], notificationCenter: NotificationCenter = .default) {
             self.items = items
             self.notificationCenter = notificationCenter
@@ -80,6 +88,7 @@ public enum ObserverInterceptor {
             return Interceptor(bound: logic, items: items, notificationCenter: notificationCenter)
         }
 
+        /// Passes the item on, then dispatches what the observers of its type and of the state change ask for.
         public func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                                   forward: (any Dispatchable) throws -> Void) throws {
             // Unbound (never given to a store): nothing to observe.

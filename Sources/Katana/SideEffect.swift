@@ -9,8 +9,12 @@ public protocol AnySideEffect: Dispatchable {
 /// Asynchronous logic: reads the state, talks to the outside world through `Dependencies`, and dispatches
 /// more items. Side effects run concurrently with each other, on Swift's global concurrent executor.
 public protocol SideEffect: AnySideEffect {
+    /// The state of the store the side effect is dispatched to.
     associatedtype StateType: State
+    /// The store's dependency container, handed to the side effect through its context.
     associatedtype Dependencies: SideEffectDependencyContainer
+    /// The side effect's work, on a task of its own: read the state, use the dependencies, dispatch more. Throwing
+    /// rejects the handle with the error.
     func sideEffect(_ context: SideEffectContext<StateType, Dependencies>) async throws
 }
 
@@ -26,8 +30,11 @@ public protocol SideEffect: AnySideEffect {
 ///
 /// Each has a default that calls the other, so the one you write is the one that runs.
 public protocol ReturningSideEffect: AnySideEffect {
+    /// The state of the store the side effect is dispatched to.
     associatedtype StateType: State = ErasedState
+    /// The store's dependency container, handed to the side effect through its context.
     associatedtype Dependencies: SideEffectDependencyContainer = EmptySideEffectDependencyContainer
+    /// What the side effect returns through its handle's `value`.
     associatedtype ReturnValue: Sendable
     func sideEffect(_ context: SideEffectContext<StateType, Dependencies>) async throws -> ReturnValue
     func sideEffect(_ context: AnySideEffectContext) async throws -> ReturnValue

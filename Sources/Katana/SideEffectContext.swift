@@ -7,10 +7,7 @@ import KatanaTrace
 /// returns the state's `init()` value and dispatches are rejected with ``KatanaError/storeReleased``.
 public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sendable {
     /// The store's dependencies (kept once per store, beside its weak reference, not copied into every context).
-    @inlinable public var dependencies: D { reference.dependencies }
-    @usableFromInline let reference: WeakStoreReference<S, D>
     /// The store, while it lives.
-    @inlinable var store: Store<S, D>? { reference.store }
     /// The handle cell of the side effect this context belongs to (nil for the interceptors' context): what it
     /// dispatches is cancelled with it. It also holds the side effect's trace id.
     ///
@@ -19,6 +16,9 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     /// with two retains even where it is not specialised. (With the dependencies stored here, a container of two
     /// closures made every side effect box its context on the heap and copy both closures twice:
     /// `SideEffectContextLayoutTests.aContextIsTwoWordsWhateverTheDependencies` guards it.)
+    @inlinable public var dependencies: D { reference.dependencies }
+    @usableFromInline let reference: WeakStoreReference<S, D>
+    @inlinable var store: Store<S, D>? { reference.store }
     @usableFromInline var scope: HandleCell?
 
     @inlinable init(reference: WeakStoreReference<S, D>, scope: HandleCell?) {
@@ -37,6 +37,7 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     /// The state as of now: it reflects every updater whose handle has resolved.
     @inlinable public func getState() -> S { store?.state ?? S() }
 
+    /// Dispatches a state updater as a child of this side effect (cancelled with it); returns its handle.
     @inlinable @discardableResult
     public func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
         guard let store else { return .rejected(KatanaError.storeReleased) }
@@ -44,6 +45,7 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
         return store.dispatchUpdater(updater, parentID: parentID)
     }
 
+    /// Dispatches a throwing state updater as a child of this side effect (cancelled with it); returns its handle.
     @inlinable @discardableResult
     public func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
         guard let store else { return .rejected(KatanaError.storeReleased) }
@@ -51,6 +53,7 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
         return store.dispatchUpdater(updater, parentID: parentID)
     }
 
+    /// Dispatches a side effect as a child of this one (cancelled with it); returns its handle.
     @inlinable @discardableResult
     public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
         guard let store else { return .rejected(KatanaError.storeReleased) }

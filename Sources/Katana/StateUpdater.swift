@@ -16,7 +16,9 @@ public protocol AnyStateUpdater: Dispatchable {
 /// `updateState` runs while the store holds its state lock: it must not read or dispatch to the store
 /// (use a ``SideEffect`` for that) and should be quick, since every other updater waits for it.
 public protocol StateUpdater<StateType>: AnyStateUpdater {
+    /// The state this updater changes.
     associatedtype StateType: State
+    /// Changes `state` in place: pure and quick, applied under the store's state lock, one updater at a time.
     func updateState(_ state: inout StateType)
 }
 
@@ -62,8 +64,10 @@ extension StateUpdater {
 public struct ClosureStateUpdater<StateType: State>: StateUpdater {
     private let body: @Sendable (inout StateType) -> Void
 
+    /// An updater that runs `update` on the state.
     public init(_ body: @escaping @Sendable (inout StateType) -> Void) { self.body = body }
 
+    /// Runs the closure on the state.
     public func updateState(_ state: inout StateType) { body(&state) }
 }
 
@@ -72,7 +76,9 @@ public struct ClosureStateUpdater<StateType: State>: StateUpdater {
 /// copy that replaces the state only when it returns — tells no listener, traces the dispatch with outcome
 /// `error`, and rejects the dispatch handle with the thrown error.
 public protocol ThrowingStateUpdater<StateType>: AnyStateUpdater {
+    /// The state this updater changes.
     associatedtype StateType: State
+    /// Changes `state` in place, or throws to leave it unchanged (the handle rejects with the error).
     func updateState(_ state: inout StateType) throws
 }
 

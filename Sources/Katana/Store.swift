@@ -9,6 +9,7 @@ import KatanaTrace
 /// let user = try await store.dispatch(FetchUser(id: 1)).value
 /// ```
 public final class Store<S: State, D: SideEffectDependencyContainer>: PartialStore<S>, @unchecked Sendable {
+    /// Katana 6's spelling of ``StoreConfiguration``.
     public typealias Configuration = StoreConfiguration
 
     /// The dependencies handed to every side effect as `context.dependencies`.

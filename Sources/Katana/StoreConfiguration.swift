@@ -46,7 +46,9 @@ public struct StoreExecutor: Sendable {
 /// ``StoreExecutor/inline``). The original Katana used the main queue for both, which nothing drains in a
 /// Linux process without `dispatchMain()`; pass `.queue(.main)` to get that behaviour back.
 public struct StoreConfiguration: Sendable {
+    /// Where the state initializer runs (inline by default: the store is ready when its initialiser returns).
     public var stateInitializerExecutor: StoreExecutor
+    /// Where listeners are called (inline by default: by the thread that applied the change).
     public var listenerExecutor: StoreExecutor
     /// Where this store's trace events go; `nil` (the default) means `KatanaTracing.backend` at creation time:
     /// LTTng when the app links the `KatanaLTTng` product, else no-op.
@@ -68,6 +70,7 @@ public struct StoreConfiguration: Sendable {
     /// initialiser (see ``DispatchInterceptor``: the form to use on every dispatch's path).
     public var interceptors: [any DispatchInterceptor]
 
+    /// A configuration; every argument has the default the properties describe.
     public init(
         stateInitializerExecutor: StoreExecutor = .inline,
         listenerExecutor: StoreExecutor = .inline,

@@ -13,6 +13,7 @@ public struct KatanaBench: AsyncParsableCommand {
         defaultSubcommand: Run.self
     )
 
+    /// The tool's version, as `katana-bench --version` prints it.
     public static let version = "0.6.0"
 
     public init() {}

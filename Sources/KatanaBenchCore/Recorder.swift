@@ -7,11 +7,14 @@ import Synchronization
 /// scenarios record the static ones; a scenario of your own declares its own (`BenchScenario(metrics:)`) and records
 /// them with `BenchContext.record`. Two metrics with the same name are the same series.
 public struct BenchMetric: Hashable, Sendable, CustomStringConvertible {
+    /// The metric's name in tables, JSON and histogram files (`checkout.place_call`).
     public let name: String
+    /// What the metric measures, for the table's legend.
     public let label: String
     /// Its slot in every thread's recorder, given at first creation.
     let index: Int
 
+    /// A metric named `name`, described by `label`.
     public init(_ name: String, label: String) {
         (self.label, index) = BenchMetric.registry.register(name, label: label)
         self.name = name

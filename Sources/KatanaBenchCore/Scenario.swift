@@ -17,7 +17,9 @@ import KatanaTrace
 ///         }
 ///     }
 public struct BenchScenario: Sendable {
+    /// What `-s` selects it by.
     public let name: String
+    /// One line for `--help` and the result's header.
     public let summary: String
     /// The histogram every item's latency goes into (default `<name>.end_to_end`).
     public let endToEnd: BenchMetric
@@ -114,6 +116,8 @@ enum BenchScenarios {
 ///     import KatanaBench
 ///     await KatanaBenchCLI.main(scenarios: [checkout, browse])
 public enum KatanaBenchCLI {
+    /// Parses the process's arguments and runs `run`, `compare` or `merge` with `scenarios` selectable by `-s NAME`;
+    /// exits with the command's status.
     public static func main(scenarios: [BenchScenario]) async -> Never {
         let names = scenarios.map(\.name)
         guard !scenarios.isEmpty, Set(names).count == names.count else {

@@ -66,6 +66,7 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
 
     public var wrapsSideEffectBodies: Bool { true }
 
+    /// Starts the dispatch's span, a child of the context current where `dispatch` was called.
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {
         let span = tracer.startSpan(Self.operationName(event.kind), context: ServiceContext.current ?? .topLevel,
                                     ofKind: .internal)
@@ -75,6 +76,7 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
         lock.withLock { spans[event.id] = span }
     }
 
+    /// Adds a `begin` event to the dispatch's span, with the queue and the parallelism.
     public func dispatchBegin(_ event: DispatchBeginEvent) {
         guard let span = lock.withLock({ spans[event.id] }) else { return }
         span.attributes["katana.queue"] = event.lane.description
@@ -87,6 +89,7 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
         span.recordError(error)
     }
 
+    /// Ends the dispatch's span with its outcome (an error status for `error` and `applied_with_error`).
     public func dispatchEnd(_ event: DispatchEndEvent) {
         guard let span = lock.withLock({ spans.removeValue(forKey: event.id) }) else { return }
         span.attributes["katana.outcome"] = event.outcome.description

@@ -69,6 +69,7 @@ public enum NavigationDiff {
         case compact
     }
 
+    /// The calls that lead the routables from `old` to `new`, in the order they are made (see ``Style``).
     public static func changes(from old: NavigationState, to new: NavigationState,
                                style: Style = .katanaRouter) -> [NavigationChange] {
         switch style {

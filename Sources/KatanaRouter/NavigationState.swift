@@ -13,6 +13,8 @@ public struct Destination: Sendable, Hashable, CustomStringConvertible {
     /// Tells this destination from every other, including others of the same type.
     public let instanceIdentifier: UUID
 
+    /// A destination of routable type `routableType` (a name), with optional context data and a user identifier
+    /// (unique in a tree); `instanceIdentifier` tells two destinations of one type apart.
     public init(routableType: String, contextData: (any Sendable)? = nil, userIdentifier: String? = nil,
                 instanceIdentifier: UUID = UUID()) {
         self.routableType = routableType
@@ -42,7 +44,9 @@ public struct Destination: Sendable, Hashable, CustomStringConvertible {
 
 /// How an action names a destination: by instance, or by the app's user identifier.
 public enum DestinationIdentifier: Sendable, Hashable, CustomStringConvertible {
+    /// The destination with this instance identifier.
     case instance(UUID)
+    /// The destination with this user identifier.
     case user(String)
 
     public var description: String {
@@ -62,13 +66,17 @@ public enum DestinationIdentifier: Sendable, Hashable, CustomStringConvertible {
 
 /// Why a navigation request was refused. The state is left as it was, and the dispatch handle carries the error.
 public enum NavigationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No destination in the tree is named so.
     case unknownDestination(DestinationIdentifier)
+    /// The user identifier is already in the tree (user identifiers are unique in a tree).
     case duplicateUserIdentifier(String)
+    /// The destination instance is already in the tree.
     case duplicateInstanceIdentifier(UUID)
     /// The request would remove the root; set a new root (or `nil`) with `SetRootDestination` instead.
     case cannotRemoveRoot
     /// The request needs a destination but the navigation tree is empty.
     case emptyNavigation
+    /// An active-child index that is not among the node's children.
     case invalidActiveChild(index: Int, childCount: Int)
     /// The tree would be deeper than ``NavigationState/maximumDepth`` levels.
     case tooDeep(limit: Int)
@@ -94,8 +102,10 @@ public enum NavigationError: Error, Sendable, Equatable, CustomStringConvertible
 /// work list, not recursion (a 100,000-deep chain of nested arrays would otherwise overflow the stack as it is
 /// freed). A navigation state accepts trees up to ``NavigationState/maximumDepth`` levels deep.
 public struct NavigationNode: Sendable, Equatable {
+    /// The destination this node stands for.
     public internal(set) var destination: Destination
     var storage: ChildrenStorage
+    /// The index of the active child in ``children``; nil when none is active.
     public internal(set) var activeChildIndex: Int?
 
     /// A node with `children`; `activeChild` is the index of the active one (checked when the node enters a
@@ -106,6 +116,7 @@ public struct NavigationNode: Sendable, Equatable {
         self.activeChildIndex = activeChild
     }
 
+    /// The destinations under this one, in order.
     public internal(set) var children: [NavigationNode] {
         get { storage.nodes }
         _modify {
@@ -196,8 +207,10 @@ final class ChildrenStorage: @unchecked Sendable {
 /// is where the app is now. Change it only by dispatching navigation actions; a ``Router`` turns each change into
 /// calls on the app's ``Routable``s.
 public struct NavigationState: Sendable, Equatable {
+    /// The tree's root; nil for an empty navigation state.
     public private(set) var root: NavigationNode?
 
+    /// An empty navigation state: no tree.
     public init() {}
 
     /// A navigation state with `root` as its tree (throws when identifiers repeat or an active child is invalid).
@@ -211,7 +224,13 @@ public struct NavigationState: Sendable, Equatable {
     /// navigation is a few dozen levels deep, not thousands.
     public static let maximumDepth = 1_000
 
-    public enum TraversalOrder: Sendable { case preOrder, postOrder }
+    /// The order ``destinations(_:)`` lists the tree in (the active route last, either way).
+    public enum TraversalOrder: Sendable {
+        /// Each destination before the destinations under it.
+        case preOrder
+        /// Each destination after the destinations under it.
+        case postOrder
+    }
 
     // MARK: Queries
 
@@ -248,6 +267,7 @@ public struct NavigationState: Sendable, Equatable {
         return root[path: path[...]]
     }
 
+    /// The destination `id` names, if it is in the tree.
     public func destination(_ id: DestinationIdentifier) -> Destination? { node(id)?.destination }
 
     /// The destinations from the root to `id`'s destination, both included.
@@ -389,5 +409,6 @@ public struct NavigationState: Sendable, Equatable {
 
 /// A state with a navigation tree: what a ``Router`` watches and navigation actions change.
 public protocol RoutableState: State {
+    /// The navigation tree the router shows.
     var navigationState: NavigationState { get set }
 }

@@ -44,6 +44,7 @@ public enum RouterIssue: Sendable, CustomStringConvertible {
 /// order, one transition at a time, even when the state changes again mid-transition (that change waits its
 /// turn). Every transition and every routable call is traced as `katana:transition_begin/end`.
 public final class Router<S: RoutableState>: Sendable {
+    /// The store whose navigation state the router follows.
     public let store: PartialStore<S>
     let rootRoutable: any Routable
     let timeout: Duration

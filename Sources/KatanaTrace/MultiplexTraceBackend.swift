@@ -1,14 +1,19 @@
 /// Sends every event to several backends, in order. Enabled when any of them is; an event goes to each backend
 /// that is enabled at that moment.
 public struct MultiplexTraceBackend: TransitionTraceBackend {
+    /// The backends, in the order each event reaches them.
     public let backends: [any TraceBackend]
 
+    /// Sends every event to each of `backends` that is enabled, in order.
     public init(_ backends: [any TraceBackend]) { self.backends = backends }
 
     public var isEnabled: Bool { backends.contains { $0.isEnabled } }
 
+    /// Sends the enqueue to every enabled backend.
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) { for b in backends where b.isEnabled { b.dispatchEnqueue(event) } }
+    /// Sends the begin to every enabled backend.
     public func dispatchBegin(_ event: DispatchBeginEvent) { for b in backends where b.isEnabled { b.dispatchBegin(event) } }
+    /// Sends the end to every enabled backend.
     public func dispatchEnd(_ event: DispatchEndEvent) { for b in backends where b.isEnabled { b.dispatchEnd(event) } }
     /// Combines only when every backend does: a backend that timestamps each event must see each at its moment.
     public var combinesInlineUpdaters: Bool { backends.allSatisfy(\.combinesInlineUpdaters) }
@@ -44,6 +49,7 @@ public struct MultiplexTraceBackend: TransitionTraceBackend {
             b.transitionBegin(transitionID: transitionID, name: name)
         }
     }
+    /// Sends the transition's end to every enabled backend that records transitions.
     public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {
         for case let b as any TransitionTraceBackend in backends where b.isEnabled {
             b.transitionEnd(transitionID: transitionID, name: name, outcome: outcome)

@@ -35,14 +35,17 @@ public struct NativeTraceBackend: TransitionTraceBackend, @unchecked Sendable {
         provider.pointee.updater_inline
     }
 
+    /// Emits `katana:dispatch_enqueue`.
     public func dispatchEnqueue(_ e: DispatchEnqueueEvent) {
         provider.pointee.dispatch_enqueue(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.queueDepth)
     }
 
+    /// Emits `katana:dispatch_begin`.
     public func dispatchBegin(_ e: DispatchBeginEvent) {
         provider.pointee.dispatch_begin(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.parallelism)
     }
 
+    /// Emits `katana:dispatch_end`.
     public func dispatchEnd(_ e: DispatchEndEvent) {
         provider.pointee.dispatch_end(e.id, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.outcome.rawValue)
     }
@@ -79,6 +82,7 @@ public struct NativeTraceBackend: TransitionTraceBackend, @unchecked Sendable {
         provider.pointee.transition_begin(transitionID, name.cString)
     }
 
+    /// Emits `katana:transition_end`.
     public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {
         provider.pointee.transition_end(transitionID, name.cString, outcome.rawValue)
     }

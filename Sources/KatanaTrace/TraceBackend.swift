@@ -7,8 +7,11 @@
 public protocol TraceBackend: Sendable {
     /// Whether anyone listens. Must be cheap: it is on every dispatch's path.
     var isEnabled: Bool { get }
+    /// `dispatch` was called (``DispatchEnqueueEvent``).
     func dispatchEnqueue(_ event: DispatchEnqueueEvent)
+    /// The item starts (``DispatchBeginEvent``).
     func dispatchBegin(_ event: DispatchBeginEvent)
+    /// The item ended (``DispatchEndEvent``).
     func dispatchEnd(_ event: DispatchEndEvent)
     /// Whether this backend takes an updater applied inline as one `updaterInline` event at its end (timestamped
     /// there, carrying its duration) instead of enqueue, begin and end at the moments they happen. The store reads it
@@ -46,6 +49,7 @@ public protocol TraceBackend: Sendable {
 public protocol TransitionTraceBackend: TraceBackend {
     /// A navigation transition, or one routable call inside it, started / finished. `transitionID` pairs the two.
     func transitionBegin(transitionID: UInt64, name: TraceName)
+    /// The transition `transitionID` ended with `outcome`.
     func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome)
 }
 
@@ -72,9 +76,13 @@ extension TraceBackend {
 
 /// Discards everything and answers `isEnabled == false`, so a traced Store pays one check per dispatch.
 public struct NoOpTraceBackend: TraceBackend {
+    /// The backend that records nothing.
     public init() {}
     public var isEnabled: Bool { false }
+    /// Discards the event.
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {}
+    /// Discards the event.
     public func dispatchBegin(_ event: DispatchBeginEvent) {}
+    /// Discards the event.
     public func dispatchEnd(_ event: DispatchEndEvent) {}
 }

@@ -10,6 +10,7 @@ import Foundation
 public struct TraceName: Sendable, Hashable, CustomStringConvertible {
     private let storage: Unmanaged<Storage>
 
+    /// The name as a Swift string.
     public var string: String { storage._withUnsafeGuaranteedRef { $0.string } }
     public var description: String { string }
     /// A NUL-terminated UTF-8 copy that lives as long as the process.

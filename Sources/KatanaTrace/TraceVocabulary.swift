@@ -1,6 +1,8 @@
 /// What kind of work a dispatch is. Raw values are the `kind` enum of the `katana` LTTng provider.
 public enum DispatchKind: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// A state updater (or a throwing one).
     case stateUpdater = 0
+    /// A side effect, returning or not.
     case sideEffect = 1
 
     public var description: String { self == .stateUpdater ? "state_updater" : "side_effect" }
@@ -53,13 +55,20 @@ public enum DispatchOutcome: UInt8, Sendable, CaseIterable, CustomStringConverti
 
 /// `dispatch` was called. `queueDepth` is how many updaters were waiting in the lane at that moment.
 public struct DispatchEnqueueEvent: Sendable, Equatable {
+    /// The dispatch's id, shared by its enqueue, begin and end (never 0).
     public var id: UInt64
+    /// The id of the side effect that dispatched it through its context; 0 for a top-level dispatch.
     public var parentID: UInt64
+    /// State updater or side effect.
     public var kind: DispatchKind
+    /// The dispatched type's name.
     public var name: TraceName
+    /// Where the item went or ran: inline, the updater queue, held before readiness, the side-effect pool.
     public var lane: DispatchLane
+    /// Updaters waiting in the lane at that moment.
     public var queueDepth: UInt32
 
+    /// An enqueue event with every field.
     public init(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane, queueDepth: UInt32) {
         self.id = id
         self.parentID = parentID
@@ -73,13 +82,20 @@ public struct DispatchEnqueueEvent: Sendable, Equatable {
 /// The updater is about to be applied / the side effect's body is about to start.
 /// `parallelism` is the number of side effects of this store in flight at that moment (this one included).
 public struct DispatchBeginEvent: Sendable, Equatable {
+    /// The dispatch's id, shared by its enqueue, begin and end (never 0).
     public var id: UInt64
+    /// The id of the side effect that dispatched it through its context; 0 for a top-level dispatch.
     public var parentID: UInt64
+    /// State updater or side effect.
     public var kind: DispatchKind
+    /// The dispatched type's name.
     public var name: TraceName
+    /// Where the item went or ran: inline, the updater queue, held before readiness, the side-effect pool.
     public var lane: DispatchLane
+    /// Side effects of the store in flight at that moment, this one included.
     public var parallelism: UInt32
 
+    /// A begin event with every field.
     public init(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane, parallelism: UInt32) {
         self.id = id
         self.parentID = parentID
@@ -92,12 +108,18 @@ public struct DispatchBeginEvent: Sendable, Equatable {
 
 /// The updater was applied (or rejected) / the side effect's body returned or threw.
 public struct DispatchEndEvent: Sendable, Equatable {
+    /// The dispatch's id, shared by its enqueue, begin and end (never 0).
     public var id: UInt64
+    /// State updater or side effect.
     public var kind: DispatchKind
+    /// The dispatched type's name.
     public var name: TraceName
+    /// Where the item went or ran: inline, the updater queue, held before readiness, the side-effect pool.
     public var lane: DispatchLane
+    /// How it ended: ok, error, applied with error, blocked by an interceptor, or cancelled.
     public var outcome: DispatchOutcome
 
+    /// An end event with every field.
     public init(id: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane, outcome: DispatchOutcome) {
         self.id = id
         self.kind = kind
@@ -113,15 +135,20 @@ public struct DispatchEndEvent: Sendable, Equatable {
 /// recorded dispatch cheap: an LTTng event costs far more than the dispatch (the callgrind gate's
 /// `fire_and_forget_lttng_recording` workload).
 public struct UpdaterInlineEvent: Sendable, Equatable {
+    /// The dispatch's id, shared by its enqueue, begin and end (never 0).
     public var id: UInt64
+    /// The id of the side effect that dispatched it through its context; 0 for a top-level dispatch.
     public var parentID: UInt64
+    /// The updater's type name.
     public var name: TraceName
     /// Side effects of the store in flight when the updater began.
     public var parallelism: UInt32
     /// From begin to end (monotonic clock).
     public var durationNanoseconds: UInt64
+    /// How applying it ended.
     public var outcome: DispatchOutcome
 
+    /// An inline updater's event with every field.
     public init(id: UInt64, parentID: UInt64, name: TraceName, parallelism: UInt32, durationNanoseconds: UInt64,
                 outcome: DispatchOutcome) {
         self.id = id
@@ -144,12 +171,18 @@ public struct UpdaterInlineEvent: Sendable, Equatable {
 /// A dispatch took longer than the latency budget its type was given (`StoreConfiguration.latencyBudgets`): emitted
 /// just before its `dispatch_end`, so a flight recorder can save what led up to it.
 public struct BudgetExceededEvent: Sendable, Equatable {
+    /// The dispatch's id, shared by its enqueue, begin and end (never 0).
     public var id: UInt64
+    /// State updater or side effect.
     public var kind: DispatchKind
+    /// The dispatched type's name.
     public var name: TraceName
+    /// The type's budget.
     public var budgetNanoseconds: UInt64
+    /// How long this dispatch took, begin to end.
     public var actualNanoseconds: UInt64
 
+    /// A budget-exceeded event with every field.
     public init(id: UInt64, kind: DispatchKind, name: TraceName, budgetNanoseconds: UInt64, actualNanoseconds: UInt64) {
         self.id = id
         self.kind = kind
