@@ -155,38 +155,39 @@ final class HandleCell: @unchecked Sendable {
 
     @usableFromInline var isResolved: Bool { lock.withLock { isDone } }
 
-    /// Resolves the cell. Must be called with `lock` held. Later calls are ignored. Returns the waiters to resume once
-    /// `lock` is released (``wake(_:)``), nil when nobody waits.
+    /// Resolves the cell. Must be called with `lock` held. Later calls are ignored. Returns the waiters to resume with
+    /// `result` once `lock` is released (``wake(_:with:)``), nil when nobody waits.
     @inlinable
     func resolveLocked(_ result: Outcome) -> Wakeup? {
         guard !isDone else { return nil }
         outcome = result
-        return completeLocked(result)
+        return completeLocked()
     }
 
     /// Resolves the cell with `()` (a state updater applied). Must be called with `lock` held. The same as
     /// `resolveLocked(.success(()))` without writing `outcome`, which holds `.success(())` until a cell is resolved
     /// (the lane resolves a batch of these, and each write of the existential pair went through `Result`'s witnesses).
+    /// Returns the waiters to resume with `.success(())`.
     @inlinable
     func resolveAppliedLocked() -> Wakeup? {
         guard !isDone else { return nil }
-        // No `Result` is built unless someone waits (the lane resolves whole batches: the callgrind gate's workloads).
-        return completeLocked(.success(()))
+        return completeLocked()
     }
 
-    /// The resolving steps after `outcome` holds `result`: marks the cell done and takes its waiters out.
+    /// Marks the cell done and takes its waiters out.
     @inlinable @inline(__always)
-    func completeLocked(_ result: @autoclosure () -> Outcome) -> Wakeup? {
+    func completeLocked() -> Wakeup? {
         isDone = true
         if !children.isEmpty { children = [] }
         guard let first = waiter else { return nil }
-        let wakeup = Wakeup(first: first.continuation, more: moreWaiters, outcome: result())
         waiter = nil
-        if !moreWaiters.isEmpty { moreWaiters = [] }
-        return wakeup
+        guard !moreWaiters.isEmpty else { return Wakeup(first: first.continuation, more: []) }
+        defer { moreWaiters = [] }
+        return Wakeup(first: first.continuation, more: moreWaiters)
     }
 
-    /// The waiters of a cell just resolved, taken out under the completion lock and resumed after it is released.
+    /// The waiters of a cell just resolved, taken out under the completion lock and resumed after it is released,
+    /// with the outcome the resolver holds. Two words, so it travels in registers: no `Result` is copied into it.
     ///
     /// Never resumed under the lock: resuming a task takes that task's status lock, and a task being cancelled runs
     /// its cancellation handlers under its status lock — the handler of a task waiting on a handle
@@ -197,28 +198,27 @@ final class HandleCell: @unchecked Sendable {
     struct Wakeup {
         @usableFromInline let first: UnsafeContinuation<Outcome, Never>
         @usableFromInline let more: [Waiter]
-        @usableFromInline let outcome: Outcome
 
-        @inlinable init(first: UnsafeContinuation<Outcome, Never>, more: [Waiter], outcome: Outcome) {
+        @inlinable init(first: UnsafeContinuation<Outcome, Never>, more: [Waiter]) {
             self.first = first
             self.more = more
-            self.outcome = outcome
         }
 
-        /// Resumes every waiter with the outcome. The completion lock must not be held.
+        /// Resumes every waiter with `outcome`. The completion lock must not be held.
         @inlinable
-        func resume() {
+        func resume(with outcome: Outcome) {
             first.resume(returning: outcome)
-            for other in more { other.continuation.resume(returning: outcome) }
+            if !more.isEmpty { for other in more { other.continuation.resume(returning: outcome) } }
         }
     }
 
-    /// Resumes what a resolution under `lock` took out, now that `lock` is released.
+    /// Resumes what a resolution under `lock` took out with `outcome` (what the cell was resolved with), now that
+    /// `lock` is released.
     @inlinable
-    func wake(_ wakeup: Wakeup?) {
+    func wake(_ wakeup: Wakeup?, with outcome: @autoclosure () -> Outcome) {
         guard let wakeup else { return }
         lock.assertNotHeldByThisThread("a handle's waiters are resumed under the completion lock")
-        wakeup.resume()
+        wakeup.resume(with: outcome())
     }
 
     /// Makes a resolved cell nobody else references a new, waiting one (for a queued updater: its own lock's
@@ -240,7 +240,7 @@ final class HandleCell: @unchecked Sendable {
         lock.lock()
         let wakeup = resolveLocked(result)
         lock.unlock()
-        wake(wakeup)
+        wake(wakeup, with: result)
     }
 
     // MARK: Claiming and cancelling

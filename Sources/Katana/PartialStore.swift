@@ -131,8 +131,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
     /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
     @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
-    /// Waiters of the cells the holder resolved under `completionLock`, resumed once it is released (`wakeWaiters`).
-    @usableFromInline @exclusivity(unchecked) final var wakeups: [HandleCell.Wakeup] = []  // lane holder
+    /// Waiters of the cells the holder resolved under `completionLock`, with the error each was resolved with (nil:
+    /// applied), resumed once the lock is released (`wakeWaiters`).
+    @usableFromInline @exclusivity(unchecked) final var wakeups: [(HandleCell.Wakeup, (any Error)?)] = []  // lane holder
     /// Last of this class's fields: the one whose size depends on `S`, so every field above has an offset known at
     /// compile time.
     @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
@@ -922,7 +923,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         completionLock.lock()
         recycleCells()
         for item in finished {
-            if let wakeup = item.cell.resolveLocked(.failure(KatanaError.surfaced(item.error!))) { wakeups.append(wakeup) }
+            let failure = KatanaError.surfaced(item.error!)
+            if let wakeup = item.cell.resolveLocked(.failure(failure)) { wakeups.append((wakeup, failure)) }
         }
         for index in drainBuffer.indices {
             guard let cell = drainBuffer[index].cell.take() else { continue }
@@ -951,7 +953,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         recycleCells()
         for item in finished {
             if let error = item.error {
-                if let wakeup = item.cell.resolveLocked(.failure(KatanaError.surfaced(error))) { wakeups.append(wakeup) }
+                let failure = KatanaError.surfaced(error)
+                if let wakeup = item.cell.resolveLocked(.failure(failure)) { wakeups.append((wakeup, failure)) }
             } else {
                 resolveAppliedLocked(item.cell)
             }
@@ -965,7 +968,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// checks it one batch later). `completionLock` held; called by the lane holder.
     @inlinable @inline(__always)
     final func resolveAppliedLocked(_ cell: HandleCell) {
-        if let wakeup = cell.resolveAppliedLocked() { wakeups.append(wakeup) }
+        if let wakeup = cell.resolveAppliedLocked() { wakeups.append((wakeup, nil)) }
         if cell.acceptsVoid { recyclable.append(cell) }
     }
 
@@ -975,7 +978,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     final func wakeWaiters() {
         guard !wakeups.isEmpty else { return }
         completionLock.assertNotHeldByThisThread("a handle's waiters are resumed under the completion lock")
-        for wakeup in wakeups { wakeup.resume() }
+        for (wakeup, failure) in wakeups { wakeup.resume(with: failure.map { .failure($0) } ?? .success(())) }
         wakeups.removeAll(keepingCapacity: true)
     }
 

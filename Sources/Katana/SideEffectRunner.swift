@@ -83,7 +83,7 @@ final class SideEffectRegistry: @unchecked Sendable {
         leaveLocked(cell)
         let wakeup = cell.resolveLocked(outcome)
         lock.unlock()
-        cell.wake(wakeup)
+        cell.wake(wakeup, with: outcome)
     }
 
     /// Counts a side effect out and resolves its cell as an applied updater's (`()`, no value kept).
@@ -94,7 +94,7 @@ final class SideEffectRegistry: @unchecked Sendable {
         leaveLocked(cell)
         let wakeup = cell.resolveAppliedLocked()
         lock.unlock()
-        cell.wake(wakeup)
+        cell.wake(wakeup, with: .success(()))
     }
 
     @inlinable
