@@ -1,0 +1,107 @@
+import Dispatch
+import CKatanaTraceProvider
+import KatanaTrace
+import Synchronization
+
+// Resolving the handles of a batch the lane applied, under one acquisition of the completion lock, and reusing the
+// cells of fire-and-forget dispatches.
+extension PartialStore {
+    /// Resolves a batch applied without interceptors (after its changes were delivered): the updaters that threw
+    /// (in `finished`), and the cells still in `drainBuffer`, which are then kept to be reused (`recycleCells`).
+    @inlinable
+    final func resolveDrained() {
+        completionLock.lock()
+        recycleCells()
+        for item in finished {
+            let failure = KatanaError.surfaced(item.error!)
+            if let wakeup = item.cell.resolveLocked(.failure(failure)) { wakeups.append((wakeup, failure)) }
+        }
+        for index in drainBuffer.indices {
+            guard let cell = drainBuffer[index].cell.take() else { continue }
+            resolveAppliedLocked(cell)
+        }
+        completionLock.unlock()
+        wakeWaiters()
+        if !finished.isEmpty { finished.removeAll(keepingCapacity: true) }
+        drainBuffer.removeAll(keepingCapacity: true)
+    }
+
+    @inlinable
+    final func finish(_ item: LaneItem, _ result: LaneResult) {
+        guard let cell = item.cell else { return }
+        switch result {
+        case .skipped: break
+        case let .done(error): finished.append(FinishedUpdater(cell: cell, error: error))
+        case let .replacedBySideEffect(sideEffect): launchSideEffect(sideEffect, cell: cell, parentID: item.parentID)
+        }
+    }
+
+    @inlinable
+    final func resolveFinished() {
+        guard !finished.isEmpty || !recyclable.isEmpty else { return }
+        completionLock.lock()
+        recycleCells()
+        for item in finished {
+            if let error = item.error {
+                let failure = KatanaError.surfaced(error)
+                if let wakeup = item.cell.resolveLocked(.failure(failure)) { wakeups.append((wakeup, failure)) }
+            } else {
+                resolveAppliedLocked(item.cell)
+            }
+        }
+        completionLock.unlock()
+        wakeWaiters()
+        finished.removeAll(keepingCapacity: true)
+    }
+
+    /// Resolves an applied updater's cell with `()`, and offers it for reuse when it accepts `()` (``recycleCells``
+    /// checks it one batch later). `completionLock` held; called by the lane holder.
+    @inlinable @inline(__always)
+    final func resolveAppliedLocked(_ cell: HandleCell) {
+        if let wakeup = cell.resolveAppliedLocked() { wakeups.append((wakeup, nil)) }
+        if cell.acceptsVoid { recyclable.append(cell) }
+    }
+
+    /// Resumes the waiters of the cells just resolved, now that `completionLock` is released (see
+    /// `HandleCell.Wakeup`: never under it). Called by the lane holder.
+    @inlinable @inline(__always)
+    final func wakeWaiters() {
+        guard !wakeups.isEmpty else { return }
+        completionLock.assertNotHeldByThisThread("a handle's waiters are resumed under the completion lock")
+        for (wakeup, failure) in wakeups { wakeup.resume(with: failure.map { .failure($0) } ?? .success(())) }
+        wakeups.removeAll(keepingCapacity: true)
+    }
+
+    /// Cells of updaters resolved in the holder's previous batch whose handles are gone (the lane's reference is the
+    /// only one left: a fire-and-forget dispatch) are reset and kept for new queued updaters, in `spareCells`: a
+    /// queued updater then costs no allocation, and under contention the cell's memory is not freed on one core and
+    /// allocated on the other. Checked one batch late and with `completionLock` held, so every read a handle made of
+    /// its cell (under that lock) is ordered before the reset. Called by the lane holder.
+    @inlinable
+    final func recycleCells() {
+        while var cell = recyclable.popLast() {
+            guard spareCells.count < Self.spareCellLimit, isKnownUniquelyReferenced(&cell) else { continue }
+            cell.resetLocked()
+            spareCells.append(cell)
+        }
+    }
+
+    /// Most cells a store keeps for reuse (each ~200 bytes).
+    @usableFromInline static var spareCellLimit: Int { 512 }
+
+    /// A cell for a queued updater: a spare one if the lane has any, else a new one. Caller holds `laneLock`.
+    @inlinable
+    final func queuedUpdaterCell<V: Sendable>(for: V.Type) -> HandleCell {
+        // Spare cells accept `()`: only a handle that takes `()` gets one (every updater's handle today; the check
+        // folds away in specialised code).
+        if V.self == Void.self || V.self == (any Sendable).self, let cell = lane.spareCells.popLast() { return cell }
+        return makeCell(for: V.self)
+    }
+
+    /// Hands the holder's spare cells to the lane, where producers take them (the two sets are swapped when the
+    /// holder has more: the fewer come back to it to fill). Caller holds `laneLock` and the lane.
+    @inlinable
+    final func offerSpareCells() {
+        if spareCells.count > lane.spareCells.count { swap(&spareCells, &lane.spareCells) }
+    }
+}

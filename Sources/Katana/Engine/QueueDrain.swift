@@ -1,0 +1,118 @@
+import Dispatch
+import CKatanaTraceProvider
+import KatanaTrace
+import Synchronization
+
+// Applying other producers' queued updaters: a dispatching thread that finds work behind the lane combines a bounded
+// amount of it; the store's serial queue drains the rest.
+extension PartialStore {
+    /// Applies pending items on this thread, within the combining budget, then gives the lane up. The budget counts
+    /// items, not batches: at most `combiningItemBudget` of them, taken in chunks of 1, 2, 4, … with the clock read
+    /// after each chunk, so one slow item (or slow inline listener) ends the turn at once. If work is left, the lane
+    /// is released with it still pending: the next dispatching thread takes the lane and continues (under contention
+    /// producers take turns, with no thread hop), and a kick on the updater queue guarantees progress if no dispatch
+    /// comes. So one `dispatch` call never applies more than the budget of other threads' items.
+    @inlinable
+    final func combine() {
+        var left = Self.combiningItemBudget
+        var chunk = 1
+        let start = DispatchTime.now().uptimeNanoseconds
+        while left > 0 {
+            guard let count = drainBatch(lane: .updaterInline, limit: Swift.min(chunk, left)) else { return }
+            left -= count
+            if DispatchTime.now().uptimeNanoseconds &- start > Self.combiningTimeBudgetNanoseconds { break }
+            chunk &*= 2
+        }
+        laneLock.lock()
+        let leftover = lane.endTurn(thread: currentThreadID)
+        wakeProducersIfRoom()
+        offerSpareCells()
+        laneLock.unlock()
+        if leftover { updaterQueue.async { self.kick() } }
+    }
+
+    /// Takes the lane if it is idle with work pending, and drains it all.
+    @inlinable
+    final func kick() {
+        laneLock.lock()
+        let taken = lane.takeForQueue(thread: currentThreadID)
+        laneLock.unlock()
+        if taken { drainQueue() }
+    }
+
+    /// Runs on the updater queue while it holds the lane: applies everything pending, in batches that each take
+    /// about `queueBatchNanoseconds` (the batch size doubles while batches are quicker, and shrinks in proportion
+    /// when one was slower). Waiting producers tell a moving lane from a stalled one by the batches taken, so a
+    /// batch must never outlast the stall timeout while the lane moves: the whole backlog taken at once (after a
+    /// stall, 300 items of 1 ms) looked stalled, and producers flooded past the backlog limit without end.
+    @inlinable
+    final func drainQueue() {
+        var limit = Self.queueBatchFirstLimit
+        while true {
+            let start = DispatchTime.now().uptimeNanoseconds
+            guard drainBatch(lane: .updaterQueue, limit: limit) != nil else { return }
+            let took = DispatchTime.now().uptimeNanoseconds &- start
+            limit = Self.nextQueueBatchLimit(after: limit, took: took)
+        }
+    }
+
+    @usableFromInline static var queueBatchFirstLimit: Int { 64 }
+    @usableFromInline static var queueBatchNanoseconds: UInt64 { 1_000_000 }
+
+    /// The next batch's size: double while a batch takes less than `queueBatchNanoseconds` (up to 4,096 items), else
+    /// scaled down so it would take about that long (at least one item).
+    @inlinable
+    static func nextQueueBatchLimit(after limit: Int, took: UInt64) -> Int {
+        if took < queueBatchNanoseconds { return Swift.min(limit &* 2, 4_096) }
+        let scaled = UInt64(limit) &* queueBatchNanoseconds / Swift.max(took, 1)
+        return Swift.max(1, Int(scaled))
+    }
+
+    /// Applies up to `limit` pending items as one batch and returns how many items that was; when nothing is
+    /// pending, gives the lane up and returns nil. Called only by the lane holder.
+    @inlinable
+    final func drainBatch(lane: DispatchLane, limit: Int) -> Int? {
+        let thread = currentThreadID
+        laneLock.lock()
+        guard self.lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer) else {
+            offerSpareCells()  // the lane is given up: what this holder recycled goes to the producers
+            laneLock.unlock()
+            return nil
+        }
+        wakeProducersIfRoom()
+        offerSpareCells()
+        let listeners = listenersForBatch()
+        laneLock.unlock()
+
+        let record = !listeners.isEmpty
+        let count = drainBuffer.count
+        if !intercepting {
+            // No interceptors: apply the whole batch under one acquisition of the state lock. The items are used in
+            // place and their cells moved, not copied: each copy of an item or a cell was a reference count changed
+            // on a cell the producer's core had just written (its handle), several per item.
+            lockStateForApplying(thread: thread)
+            for index in drainBuffer.indices {
+                if drainBuffer[index].cell?.claimForLane() == false {
+                    let cell = drainBuffer[index].cell.take()!  // resolved as cancelled here
+                    skipCancelled(drainBuffer[index], cell: cell, lane: lane)
+                    continue
+                }
+                if let failure = applyTracedLocked(drainBuffer[index], lane: lane, recordChanges: record),
+                   let cell = drainBuffer[index].cell.take() {
+                    finished.append(FinishedUpdater(cell: cell, error: failure))
+                }
+            }
+            unlockStateAfterApplying()
+            deliverChanges(to: listeners)
+            resolveDrained()
+            return count
+        }
+        for item in drainBuffer {
+            finish(item, process(item, lane: lane, recordChanges: record))
+        }
+        drainBuffer.removeAll(keepingCapacity: true)
+        deliverChanges(to: listeners)
+        resolveFinished()
+        return count
+    }
+}
