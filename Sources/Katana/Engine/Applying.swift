@@ -114,6 +114,7 @@ extension PartialStore {
     /// goes to the batch's `changes` for the listeners.
     @inlinable
     final func applyLocked(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
+        stateLock.assertHeldByThisThread("an updater applied without the state lock")
         if recordChanges, keepOldStates {
             let old = _state
             try updater._apply(to: &_state)

@@ -90,6 +90,7 @@ final class HandleCell: @unchecked Sendable {
     /// Marks the cell done and takes its waiters out.
     @inlinable @inline(__always)
     func completeLocked() -> Wakeup? {
+        lock.assertHeldByThisThread("a handle resolved without the completion lock")
         isDone = true
         if !children.isEmpty { children = [] }
         guard let first = waiter else { return nil }
@@ -138,6 +139,7 @@ final class HandleCell: @unchecked Sendable {
     /// `acceptsVoid`, no trace id). Must be called with `lock` held, and only with the caller's reference the only one.
     @inlinable
     func resetLocked() {
+        lock.assertHeldByThisThread("a handle reset without the completion lock")
         assert(isDone && waiter == nil && moreWaiters.isEmpty, "a cell reused before it was resolved")
         phase.store(Phase.waiting, ordering: .relaxed)
         isDone = false

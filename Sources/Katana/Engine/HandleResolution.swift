@@ -79,6 +79,7 @@ extension PartialStore {
     /// its cell (under that lock) is ordered before the reset. Called by the lane holder.
     @inlinable
     final func recycleCells() {
+        completionLock.assertHeldByThisThread("cells recycled without the completion lock")
         while var cell = recyclable.popLast() {
             guard spareCells.count < Self.spareCellLimit, isKnownUniquelyReferenced(&cell) else { continue }
             cell.resetLocked()

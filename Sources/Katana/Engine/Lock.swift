@@ -96,6 +96,15 @@ final class Lock: @unchecked Sendable {
         #endif
     }
 
+    /// Debug builds: stops the program unless this thread holds the lock. For the `…Locked` functions, whose
+    /// callers must hold it: the "guarded by" of a comment, checked. Release builds: nothing.
+    @inlinable @inline(__always)
+    func assertHeldByThisThread(_ what: @autoclosure () -> String) {
+        #if DEBUG
+        precondition(holder.load(ordering: .relaxed) == currentThreadID, "lock not held: \(what())")
+        #endif
+    }
+
     /// Debug builds: stops the program if this thread holds the lock. For code that calls into what may take a lock
     /// of the Swift runtime's that is, elsewhere, held while this one is taken (the engine's lock order: README →
     /// Threading contract). Release builds: nothing.

@@ -99,6 +99,7 @@ final class SideEffectRegistry: @unchecked Sendable {
 
     @inlinable
     func leaveLocked(_ cell: HandleCell) {
+        lock.assertHeldByThisThread("the running list changed without its lock")
         let (next, previous) = (cell.runningNext, cell.runningPrevious)
         if let previous { previous._withUnsafeGuaranteedRef { $0.runningNext = next } } else { first = next }
         next?._withUnsafeGuaranteedRef { $0.runningPrevious = previous }
