@@ -22,7 +22,7 @@ public protocol AnyStore: AnyObject, Sendable {
 /// launch. Hand a `PartialStore<S>` to code that must not see the store's dependencies.
 ///
 /// ## Threading contract
-/// - `dispatch` returns at once from any thread, and applies at most the combining budget of other threads' work;
+/// - `dispatch` returns at once from any thread, and applies at most the helping limit of other threads' work;
 ///   the one wait is the flood policy's (`StoreConfiguration.backlogLimit`): a producer thread that already has
 ///   updaters queued in a full lane waits for room, never while the lane is stalled, and never inside a task.
 /// - State updaters are applied one at a time, in a single global order that respects each producer's dispatch

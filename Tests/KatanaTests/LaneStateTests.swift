@@ -50,9 +50,9 @@ import Testing
         let r10 = lane.arrive(thread: b)
         #expect(r10 == .enqueue)
         lane.enqueue(item(from: b))
-        // Work arrived while A applied its own: A keeps the lane and combines.
+        // Work arrived while A applied its own: A keeps the lane and helps drain it.
         let r11 = lane.release(thread: a)
-        #expect(r11 == .combine)
+        #expect(r11 == .help)
         var batch: [LaneItem] = []
         let r12 = lane.takeBatch(thread: a, upTo: 10, into: &batch)
         #expect(r12)
@@ -70,7 +70,7 @@ import Testing
         #expect(lane.word.releaseIfNothingQueued())
         #expect(!lane.busy)
         // Another dispatcher takes the idle lane; one that arrives while it is busy marks it queued, so the holder's
-        // lock-free give-back fails and the locked release says to combine.
+        // lock-free give-back fails and the locked release says to help drain it.
         let tookAgain = lane.arrive(thread: b)
         #expect(tookAgain == .applyInline)
         let queued = lane.arrive(thread: c)
@@ -79,7 +79,7 @@ import Testing
         #expect(!lane.word.releaseIfNothingQueued())
         #expect(lane.busy && lane.owner == b)
         let release = lane.release(thread: b)
-        #expect(release == .combine)
+        #expect(release == .help)
         var batch: [LaneItem] = []
         let first = lane.takeBatch(thread: b, upTo: 10, into: &batch)
         #expect(first)
@@ -97,7 +97,7 @@ import Testing
         let left = lane.endTurn(thread: a)
         #expect(left)
         let behind = lane.arrive(thread: c)
-        #expect(behind == .enqueueAndCombine)
+        #expect(behind == .enqueueAndHelp)
         #expect(!lane.word.releaseIfNothingQueued())
     }
 
@@ -125,7 +125,7 @@ import Testing
         lane.enqueue(item(from: b))
         #expect(!lane.word.releaseIfNothingQueued())
         let release = lane.release(thread: a)
-        #expect(release == .combine)
+        #expect(release == .help)
         var batch: [LaneItem] = []
         let one = lane.takeBatch(thread: a, upTo: 1, into: &batch)
         #expect(one)
@@ -136,7 +136,7 @@ import Testing
         lane.enqueue(item(from: c))
         let left = lane.endTurn(thread: b)
         #expect(left)
-        #expect(!lane.word.tryTake(thread: c), "work left behind is taken by whoever combines, under the lock")
+        #expect(!lane.word.tryTake(thread: c), "work left behind is taken by whoever helps drain the lane, under the lock")
         let queue = lane.takeForQueue(thread: c)
         #expect(queue && lane.owner == c)
     }
@@ -161,7 +161,7 @@ import Testing
         lane.enqueue(item(from: b))
         let left = lane.endTurn(thread: a)
         #expect(left)
-        // Idle with b's item queued: c must not go ahead of it (it queues, and whoever combines applies both in order).
+        // Idle with b's item queued: c must not go ahead of it (it queues, and whoever helps drain the lane applies both in order).
         #expect(!lane.word.spinTake(thread: c, nanoseconds: 1_000))
         #expect(!lane.busy)
     }
@@ -177,9 +177,9 @@ import Testing
         let r16 = lane.endTurn(thread: a)
         #expect(r16, "work is left: someone must take it")
         #expect(!lane.busy)
-        // The next dispatcher finds work left behind: it takes the lane and combines, behind that work.
+        // The next dispatcher finds work left behind: it takes the lane and helps drain it, behind that work.
         let r17 = lane.arrive(thread: c)
-        #expect(r17 == .enqueueAndCombine)
+        #expect(r17 == .enqueueAndHelp)
         #expect(lane.owner == c)
         let r18 = lane.takeForQueue(thread: b)
         #expect(!r18, "the queue does not take a lane someone holds")

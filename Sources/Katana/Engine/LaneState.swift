@@ -8,7 +8,7 @@ import Synchronization
 /// with another (``releaseIfNothingQueued()``), without `laneLock`. Everything else that changes it does so with
 /// `laneLock` held, by compare-and-swap where a lock-free taker could change it meanwhile: a producer that queues sets
 /// `queued`, so it either lands before the holder's give-back (which then fails, and the holder takes the lock and
-/// combines) or sees the lane idle and takes it.
+/// helps drain the lane) or sees the lane idle and takes it.
 @usableFromInline
 final class LaneWord: Sendable {
     @usableFromInline static let busy: UInt8 = 1
@@ -35,7 +35,7 @@ final class LaneWord: Sendable {
     }
 
     /// `tryTake` for a lane another thread holds: watches the word for up to `nanoseconds` and takes the lane the
-    /// moment it is idle with nothing queued — also through a holder's combining turn, so the waiter goes right
+    /// moment it is idle with nothing queued — also through a holder's helping turn, so the waiter goes right
     /// after the work queued before it. `false`: queue instead (also at once for the holder itself, an updater or
     /// listener dispatching, and before the store is ready).
     ///
@@ -82,7 +82,7 @@ final class LaneWord: Sendable {
 
     /// The most pauses between two looks at a busy lane's word in `spinTake`, so a wait that runs out overruns its
     /// time by at most that many pauses. Fewer looked often enough to slow the holder (`katana-bench micro --only
-    /// two-producers`, interleaved sets of settings); more made waits that run out (a holder combining, under
+    /// two-producers`, interleaved sets of settings); more made waits that run out (a holder helping drain the lane, under
     /// `run -s mixed`) longer.
     @usableFromInline static let maxPausesBetweenLooks = 16
 
@@ -142,8 +142,8 @@ struct LaneState {
         /// The lane was idle and empty: the caller now holds it, applies its own updater, then ``release()``s.
         case applyInline
         /// The lane was idle with work left by a holder whose budget ran out: the caller now holds it, queues its
-        /// updater behind that work and combines.
-        case enqueueAndCombine
+        /// updater behind that work and helps drain it.
+        case enqueueAndHelp
     }
 
     /// A new updater from thread `thread`. With `ignoringHeld`, an item that was held already
@@ -165,7 +165,7 @@ struct LaneState {
             } else {
                 // Idle: take it, unless a dispatch took it lock-free meanwhile (then queue behind it).
                 guard let seen = take(thread: thread, seen: bits) else {
-                    return pending.isEmpty ? .applyInline : .enqueueAndCombine
+                    return pending.isEmpty ? .applyInline : .enqueueAndHelp
                 }
                 bits = seen
             }
@@ -190,7 +190,7 @@ struct LaneState {
 
     @inlinable mutating func hold(_ item: HeldItem) { held?.append(item) }
     /// Queues an updater. The caller arrived with `.enqueue` (which marked the word `queued`) or holds the lane and
-    /// combines (it gives the lane up with the lock, never with ``LaneWord/releaseIfNothingQueued()``).
+    /// helps drain it (it gives the lane up with the lock, never with ``LaneWord/releaseIfNothingQueued()``).
     @inlinable mutating func enqueue(_ item: LaneItem) { pending.append(item) }
 
     /// Whether producers waiting for room should be woken: the backlog is down to half the limit, or the lane was
@@ -203,8 +203,8 @@ struct LaneState {
     @usableFromInline enum Release: Equatable {
         /// Nothing was pending: the lane is idle again.
         case released
-        /// Updaters arrived meanwhile: the caller still holds the lane and must combine.
-        case combine
+        /// Updaters arrived meanwhile: the caller still holds the lane and must help drain it.
+        case help
     }
 
     @inlinable @inline(__always)
@@ -214,7 +214,7 @@ struct LaneState {
             giveUp()
             return .released
         }
-        return .combine
+        return .help
     }
 
     /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `false`:
@@ -231,7 +231,7 @@ struct LaneState {
         return true
     }
 
-    /// The holder's combining turn is over (its budget ran out): the lane is given up with what is left in it.
+    /// The holder's helping turn is over (its budget ran out): the lane is given up with what is left in it.
     /// `true`: work is left, and the caller must make sure someone takes it (the store's queue).
     @inlinable
     mutating func endTurn(thread: UInt) -> Bool {

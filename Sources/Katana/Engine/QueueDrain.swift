@@ -3,24 +3,24 @@ import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
-// Applying other producers' queued updaters: a dispatching thread that finds work behind the lane combines a bounded
+// Applying other producers' queued updaters: a dispatching thread that finds work behind the lane helps with a bounded
 // amount of it; the store's serial queue drains the rest.
 extension PartialStore {
-    /// Applies pending items on this thread, within the combining budget, then gives the lane up. The budget counts
-    /// items, not batches: at most `combiningItemBudget` of them, taken in chunks of 1, 2, 4, … with the clock read
+    /// Applies pending items on this thread, within the helping limit, then gives the lane up. The budget counts
+    /// items, not batches: at most `helpingItemLimit` of them, taken in chunks of 1, 2, 4, … with the clock read
     /// after each chunk, so one slow item (or slow inline listener) ends the turn at once. If work is left, the lane
     /// is released with it still pending: the next dispatching thread takes the lane and continues (under contention
     /// producers take turns, with no thread hop), and a kick on the updater queue guarantees progress if no dispatch
     /// comes. So one `dispatch` call never applies more than the budget of other threads' items.
     @inlinable
-    final func combine() {
-        var left = Self.combiningItemBudget
+    final func helpDrain() {
+        var left = Self.helpingItemLimit
         var chunk = 1
         let start = DispatchTime.now().uptimeNanoseconds
         while left > 0 {
             guard let count = drainBatch(lane: .updaterInline, limit: Swift.min(chunk, left)) else { return }
             left -= count
-            if DispatchTime.now().uptimeNanoseconds &- start > Self.combiningTimeBudgetNanoseconds { break }
+            if DispatchTime.now().uptimeNanoseconds &- start > Self.helpingTimeLimitNanoseconds { break }
             chunk &*= 2
         }
         laneLock.lock()

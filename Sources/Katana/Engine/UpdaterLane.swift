@@ -163,7 +163,7 @@ extension PartialStore {
     }
 
     /// Puts an item with a handle where `arrival` says (held, or queued in the lane) and traces where it went; for
-    /// `.enqueueAndCombine` this thread holds the lane and combines. Caller holds `laneLock`; this releases it.
+    /// `.enqueueAndHelp` this thread holds the lane and helps drain it. Caller holds `laneLock`; this releases it.
     @inlinable
     final func enter(_ item: LaneItem, _ arrival: LaneState.Arrival, traced: Bool = true) {
         let traced = traced && item.id != 0
@@ -176,21 +176,21 @@ extension PartialStore {
             if traced { traceEnqueue(item, lane: .updaterQueue, depth: lane.pending.count) }
             lane.enqueue(item)
             laneLock.unlock()
-        case .enqueueAndCombine, .applyInline:
-            // The previous holder ran out of combining budget and left work behind (or the lane was given up while
+        case .enqueueAndHelp, .applyInline:
+            // The previous holder ran out of helping limit and left work behind (or the lane was given up while
             // this thread waited for room): queue behind it and help.
             if traced { traceEnqueue(item, lane: .updaterInline, depth: lane.pending.count) }
             lane.enqueue(item)
             laneLock.unlock()
-            combine()
+            helpDrain()
         }
     }
 
     /// How much of other producers' work a dispatching thread that holds the lane may apply before it hands
     /// the rest to the store's queue: enough to avoid a thread hop per item under contention, small enough that
     /// `dispatch` stays short.
-    @usableFromInline static var combiningItemBudget: Int { 256 }
-    @usableFromInline static var combiningTimeBudgetNanoseconds: UInt64 { 20_000 }
+    @usableFromInline static var helpingItemLimit: Int { 256 }
+    @usableFromInline static var helpingTimeLimitNanoseconds: UInt64 { 20_000 }
 
     /// How long a dispatch that finds the lane held by another thread waits for it before queueing its updater
     /// (`LaneWord.spinTake`). Queueing at once fed itself under contention: while one producer held the lane and
@@ -233,7 +233,7 @@ extension PartialStore {
         if lane.shouldWakeProducers { room.broadcast() }
     }
 
-    /// Gives the lane up; items that arrived meanwhile are applied first (see `combine`).
+    /// Gives the lane up; items that arrived meanwhile are applied first (see `helpDrain`).
     @inlinable @inline(__always)
     final func releaseLane(thread: UInt = currentThreadID) {
         // Nothing queued since the lane was taken (the common case): give it back without the lock.
@@ -241,7 +241,7 @@ extension PartialStore {
         laneLock.lock()
         let release = lane.release(thread: thread)
         laneLock.unlock()
-        if release == .combine { combine() }
+        if release == .help { helpDrain() }
     }
 
     @usableFromInline
