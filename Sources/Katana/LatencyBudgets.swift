@@ -1,4 +1,5 @@
 import Glibc
+import CKatanaTraceProvider
 import KatanaTrace
 
 /// Per-type latency budgets for the flight recorder: while a trace backend listens, a dispatch of a budgeted type
