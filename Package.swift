@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "KatanaDistributedTracingTests",
             dependencies: [
-                "KatanaDistributedTracing", "Katana", "KatanaTrace",
+                "KatanaDistributedTracing", "Katana", "KatanaTrace", "KatanaTestSupport",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]

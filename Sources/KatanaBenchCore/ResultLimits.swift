@@ -31,8 +31,10 @@ extension BenchResult {
     /// The first figure outside `ResultLimits`, named by its JSON path and value; nil when every figure is inside.
     func firstOutOfRange() -> String? {
         func check(_ value: Double, _ limit: Double, _ path: String) -> String? {
-            value.isFinite && value >= 0 && value <= limit
-                ? nil : "\(path) is \(value), past the \(limit.formatted(.number.notation(.scientific))) katana-bench writes at most"
+            value.isFinite && value >= 0 && value <= limit ? nil : past(path, "\(value)", limit)
+        }
+        func past(_ path: String, _ value: String, _ limit: Double) -> String {
+            "\(path) is \(value), past the \(limit.formatted(.number.notation(.scientific))) katana-bench writes at most"
         }
         func check(_ runs: (durationSeconds: Double, throughput: [String: Double], metrics: [String: MetricSummary]),
                    at prefix: String) -> String? {
@@ -43,7 +45,7 @@ extension BenchResult {
             for (name, summary) in runs.metrics.sorted(by: { $0.key < $1.key }) {
                 let path = "\(prefix)metrics.\(name)"
                 if summary.count > ResultLimits.samples {
-                    return "\(path).count is \(summary.count), past the 2^53 samples katana-bench writes at most"
+                    return past("\(path).count", "\(summary.count)", Double(ResultLimits.samples))
                 }
                 let latencies: [(String, Double)] = [
                     ("mean", summary.mean), ("p50", Double(summary.p50)), ("p90", Double(summary.p90)),
@@ -59,7 +61,7 @@ extension BenchResult {
         if let problem = check((durationSeconds, throughput, metrics), at: "") { return problem }
         if let problem = check(parallelism.mean, ResultLimits.parallelism, "parallelism.mean") { return problem }
         if Double(parallelism.max) > ResultLimits.parallelism {
-            return "parallelism.max is \(parallelism.max), past the 1e9 katana-bench writes at most"
+            return past("parallelism.max", "\(parallelism.max)", ResultLimits.parallelism)
         }
         if let problem = check(harness.sampleCostNanoseconds, ResultLimits.sampleCostNanoseconds, "harness.sampleCostNanoseconds") {
             return problem

@@ -123,8 +123,8 @@ public enum NavigationDiff {
             let pushed = pushes.filter { $0.parent?.instanceIdentifier == parentID }
             // Pops group with a parent's pushes only when that parent stays: a parent that arrives (or moved) has
             // no routable yet that could be told about its old children.
-            let popped = parentID.map { stays.contains($0) } ?? true
-                ? pops.filter { $0.parent?.instanceIdentifier == parentID } : []
+            let parentStays = parentID.map { stays.contains($0) } ?? true  // the router's root always stays
+            let popped = parentStays ? pops.filter { $0.parent?.instanceIdentifier == parentID } : []
             if pushed.count == 1, popped.isEmpty {
                 arrivals.append(.push(pushed[0].node.destination, parent: parent))
                 continue

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import InMemoryTracing
+import KatanaTestSupport
 import Katana
 import KatanaDistributedTracing
 import KatanaTrace
@@ -151,7 +152,7 @@ private func attribute(_ span: FinishedInMemorySpan, _ key: String) -> String? {
     // item was cancelled or its store went away; it ends now, with the error when the store went away.
     @Test func heldItemsSpansEndWhenTheStoreGoesAwayBeforeItIsReady() async throws {
         let tracer = InMemoryTracer()
-        let held = HeldInitializer()
+        let held = DeferredWork()
         var store: CounterStore? = CounterStore(
             interceptors: [], stateInitializer: { Counter() },
             configuration: .init(stateInitializerExecutor: .custom { held.hold($0) },
@@ -162,8 +163,8 @@ private func attribute(_ span: FinishedInMemorySpan, _ key: String) -> String? {
         cancelled.cancel()
         #expect(tracer.activeSpans.count == 3)
         store = nil
-        #expect(await updater.result.isFailure)
-        #expect(await sideEffect.result.isFailure)
+        #expect(await updater.result.error != nil)
+        #expect(await sideEffect.result.error != nil)
         #expect(tracer.activeSpans.isEmpty, "spans left open: \(tracer.activeSpans.map(\.operationName))")
         let spans = tracer.finishedSpans
         #expect(spans.map { attribute($0, "katana.outcome") } == ["error", "error", "cancelled"])
@@ -283,17 +284,6 @@ final class Recorder: @unchecked Sendable {
     var count: Int { lock.withLock { calls } }
 }
 
-/// Keeps a store's state initializer instead of running it, so the store stays not ready and holds what it gets.
-final class HeldInitializer: @unchecked Sendable {
-    // Guarded by `lock`.
-    private let lock = NSLock()
-    private var work: (@Sendable () -> Void)?
-    func hold(_ work: @escaping @Sendable () -> Void) { lock.withLock { self.work = work } }
-}
-
-extension Result {
-    var isFailure: Bool { if case .failure = self { true } else { false } }
-}
 
 // The Distributed tracing article's snippet, line for line (DocumentationSnippetTests checks it). Compiled, and run
 // only as far as it can be in a test process: `InstrumentationSystem.bootstrap` may be called once per process, so

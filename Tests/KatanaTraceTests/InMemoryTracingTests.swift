@@ -284,14 +284,6 @@ final class Gate: Sendable {
     let release = DispatchSemaphore(value: 0)
 }
 
-final class DeferredWork: @unchecked Sendable {
-    // Guarded by `lock`.
-    private let lock = NSLock()
-    private var work: (@Sendable () -> Void)?
-    func hold(_ work: @escaping @Sendable () -> Void) { lock.withLock { self.work = work } }
-    func runHeld() { lock.withLock { work }?() }
-}
-
 /// Holds the updater lane with a blocked updater, dispatches two `Bump`s (so both queue behind it), lets it go,
 /// and waits for both.
 func twoBumpsQueuedBehindABlockedUpdater(_ store: Store<TraceState, EmptySideEffectDependencyContainer>) async throws {

@@ -57,8 +57,3 @@ enum Paths {
 
     static var traceTool: String { packageRoot.appendingPathComponent("traces/katana_trace.py").path }
 }
-
-extension Result {
-    /// The failure, if this is one.
-    var error: (any Error)? { if case let .failure(error) = self { error } else { nil } }
-}
