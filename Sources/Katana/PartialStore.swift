@@ -131,9 +131,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
     /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
     @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
-    /// Waiters of the cells the holder resolved under `completionLock`, with the error each was resolved with (nil:
-    /// applied), resumed once the lock is released (`wakeWaiters`).
-    @usableFromInline @exclusivity(unchecked) final var wakeups: [(HandleCell.Wakeup, (any Error)?)] = []  // lane holder
     /// Last of this class's fields: the one whose size depends on `S`, so every field above has an offset known at
     /// compile time.
     @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock

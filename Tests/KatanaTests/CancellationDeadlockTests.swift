@@ -6,9 +6,10 @@ import Synchronization
 import Testing
 
 /// Cancelling side effects while they finish, from threads that are not the pool's, must never block: a cancelled
-/// task runs its cancellation handlers under its own status lock, and a handle's waiter is a cancellation handler
-/// that takes the store's completion lock; the store therefore never resumes a continuation or cancels a task while
-/// it holds that lock (README → Threading contract → lock order). Each scenario runs under a `Watchdog`: a deadlock
+/// task runs its cancellation handlers under its own status lock, and a handle's waiter has a cancellation handler
+/// that needs the store's completion lock, under which the store resumes waiting tasks; the handler therefore never
+/// waits for that lock (`HandleCell.stopWaiting`), and tasks are cancelled outside it (the Side effects and
+/// cancellation article, lock order). Each scenario runs under a `Watchdog`: a deadlock
 /// here takes the cooperative pool, and with it every `Task`-based timeout.
 @Suite struct CancellationDeadlockTests {
     /// Where a parent publishes its child's handle, so that another thread can cancel the child.

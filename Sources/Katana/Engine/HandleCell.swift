@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// The shared, one-shot completion behind a pending handle. Not generic, so the lane resolves a batch of
@@ -68,71 +69,45 @@ final class HandleCell: @unchecked Sendable {
 
     @usableFromInline var isResolved: Bool { lock.withLock { isDone } }
 
-    /// Resolves the cell. Must be called with `lock` held. Later calls are ignored. Returns the waiters to resume with
-    /// `result` once `lock` is released (``wake(_:with:)``), nil when nobody waits.
+    /// Resolves the cell and resumes its waiters. Must be called with `lock` held. Later calls are ignored.
     @inlinable
-    func resolveLocked(_ result: Outcome) -> Wakeup? {
-        guard !isDone else { return nil }
+    func resolveLocked(_ result: Outcome) {
+        guard !isDone else { return }
         outcome = result
-        return completeLocked()
+        completeLocked(result)
     }
 
     /// Resolves the cell with `()` (a state updater applied). Must be called with `lock` held. The same as
     /// `resolveLocked(.success(()))` without writing `outcome`, which holds `.success(())` until a cell is resolved
     /// (the lane resolves a batch of these, and each write of the existential pair went through `Result`'s witnesses).
-    /// Returns the waiters to resume with `.success(())`.
     @inlinable
-    func resolveAppliedLocked() -> Wakeup? {
-        guard !isDone else { return nil }
-        return completeLocked()
+    func resolveAppliedLocked() {
+        guard !isDone else { return }
+        // No `Result` is built unless someone waits (the lane resolves whole batches: the callgrind gate's workloads).
+        completeLocked(.success(()))
     }
 
-    /// Marks the cell done and takes its waiters out.
+    /// Marks the cell done and resumes its waiters with `result`.
     @inlinable @inline(__always)
-    func completeLocked() -> Wakeup? {
+    func completeLocked(_ result: @autoclosure () -> Outcome) {
         lock.assertHeldByThisThread("a handle resolved without the completion lock")
         isDone = true
+        if waiter != nil { resumeWaitersLocked(result()) }
         if !children.isEmpty { children = [] }
-        guard let first = waiter else { return nil }
-        waiter = nil
-        guard !moreWaiters.isEmpty else { return Wakeup(first: first.continuation, more: []) }
-        defer { moreWaiters = [] }
-        return Wakeup(first: first.continuation, more: moreWaiters)
     }
 
-    /// The waiters of a cell just resolved, taken out under the completion lock and resumed after it is released,
-    /// with the outcome the resolver holds. Two words, so it travels in registers: no `Result` is copied into it.
-    ///
-    /// Never resumed under the lock: resuming a task takes that task's status lock, and a task being cancelled runs
-    /// its cancellation handlers under its status lock — the handler of a task waiting on a handle
-    /// (`suspendUntilResolved`) takes the completion lock. Resuming under the completion lock was the other half of
-    /// a lock-order inversion that stopped every task of the process
-    /// (`CancellationDeadlockTests.cancellingChildThenParentFromAThreadNeverBlocks`).
-    @usableFromInline
-    struct Wakeup {
-        @usableFromInline let first: UnsafeContinuation<Outcome, Never>
-        @usableFromInline let more: [Waiter]
-
-        @inlinable init(first: UnsafeContinuation<Outcome, Never>, more: [Waiter]) {
-            self.first = first
-            self.more = more
-        }
-
-        /// Resumes every waiter with `outcome`. The completion lock must not be held.
-        @inlinable
-        func resume(with outcome: Outcome) {
-            first.resume(returning: outcome)
-            if !more.isEmpty { for other in more { other.continuation.resume(returning: outcome) } }
-        }
-    }
-
-    /// Resumes what a resolution under `lock` took out with `outcome` (what the cell was resolved with), now that
-    /// `lock` is released.
+    /// Resumes the waiters with `result` (there is at least one), under the completion lock. Resuming a task takes
+    /// that task's status lock, and a task being cancelled runs its cancellation handlers under it: safe only because
+    /// the one handler that touches this lock, `stopWaiting`, never waits for it (see there). Resuming under the lock
+    /// also orders the resume before the waiter's next look at the cell, as ThreadSanitizer needs to see it.
     @inlinable
-    func wake(_ wakeup: Wakeup?, with outcome: @autoclosure () -> Outcome) {
-        guard let wakeup else { return }
-        lock.assertNotHeldByThisThread("a handle's waiters are resumed under the completion lock")
-        wakeup.resume(with: outcome())
+    func resumeWaitersLocked(_ result: Outcome) {
+        waiter?.continuation.resume(returning: result)
+        waiter = nil
+        if !moreWaiters.isEmpty {
+            for other in moreWaiters { other.continuation.resume(returning: result) }
+            moreWaiters = []
+        }
     }
 
     /// Makes a resolved cell nobody else references a new, waiting one (for a queued updater: its own lock's
@@ -153,9 +128,8 @@ final class HandleCell: @unchecked Sendable {
     @inlinable
     func resolve(_ result: Outcome) {
         lock.lock()
-        let wakeup = resolveLocked(result)
+        resolveLocked(result)
         lock.unlock()
-        wake(wakeup, with: result)
     }
 
     // MARK: Claiming and cancelling
@@ -197,7 +171,7 @@ final class HandleCell: @unchecked Sendable {
                     let task = isDone ? nil : self.task
                     let children = self.children
                     lock.unlock()
-                    // Outside the lock: cancelling a task runs its cancellation handlers (see `Wakeup`).
+                    // Outside the lock: cancelling a task runs its cancellation handlers (see `stopWaiting`).
                     lock.assertNotHeldByThisThread("a task is cancelled under the completion lock")
                     task?.cancel()
                     for child in children { child.cancel() }
@@ -305,7 +279,28 @@ final class HandleCell: @unchecked Sendable {
 
     @usableFromInline
     func stopWaiting(_ token: UInt64) {
+        // A cancellation handler runs under the cancelled task's status lock, while a thread resolving this cell holds
+        // the completion lock and resumes that very task, which needs the status lock: waiting for the lock here
+        // deadlocked both, and then every task of the process (`CancellationDeadlockTests`). So only try it; when it
+        // is busy, stop the wait from another thread (the waiter may meanwhile be resumed with the cell's outcome).
+        guard lock.tryLock() else {
+            DispatchQueue.global().async { self.stopWaitingBlocking(token) }
+            return
+        }
+        removeWaiterAndUnlock(token)
+    }
+
+    /// `stopWaiting` off the cancelling thread: here waiting for the lock is fine.
+    @usableFromInline
+    func stopWaitingBlocking(_ token: UInt64) {
         lock.lock()
+        removeWaiterAndUnlock(token)
+    }
+
+    /// Removes the waiter `token` (or remembers it as cancelled before it registered), releases the lock, and resumes
+    /// the removed waiter with `CancellationError`.
+    @usableFromInline
+    func removeWaiterAndUnlock(_ token: UInt64) {
         var removed: UnsafeContinuation<Outcome, Never>?
         if let waiter, waiter.token == token {
             removed = waiter.continuation

@@ -12,16 +12,12 @@ extension PartialStore {
     final func resolveDrained() {
         completionLock.lock()
         recycleCells()
-        for item in finished {
-            let failure = KatanaError.surfaced(item.error!)
-            if let wakeup = item.cell.resolveLocked(.failure(failure)) { wakeups.append((wakeup, failure)) }
-        }
+        for item in finished { item.cell.resolveLocked(.failure(KatanaError.surfaced(item.error!))) }
         for index in drainBuffer.indices {
             guard let cell = drainBuffer[index].cell.take() else { continue }
             resolveAppliedLocked(cell)
         }
         completionLock.unlock()
-        wakeWaiters()
         if !finished.isEmpty { finished.removeAll(keepingCapacity: true) }
         drainBuffer.removeAll(keepingCapacity: true)
     }
@@ -43,14 +39,12 @@ extension PartialStore {
         recycleCells()
         for item in finished {
             if let error = item.error {
-                let failure = KatanaError.surfaced(error)
-                if let wakeup = item.cell.resolveLocked(.failure(failure)) { wakeups.append((wakeup, failure)) }
+                item.cell.resolveLocked(.failure(KatanaError.surfaced(error)))
             } else {
                 resolveAppliedLocked(item.cell)
             }
         }
         completionLock.unlock()
-        wakeWaiters()
         finished.removeAll(keepingCapacity: true)
     }
 
@@ -58,18 +52,8 @@ extension PartialStore {
     /// checks it one batch later). `completionLock` held; called by the lane holder.
     @inlinable @inline(__always)
     final func resolveAppliedLocked(_ cell: HandleCell) {
-        if let wakeup = cell.resolveAppliedLocked() { wakeups.append((wakeup, nil)) }
+        cell.resolveAppliedLocked()
         if cell.acceptsVoid { recyclable.append(cell) }
-    }
-
-    /// Resumes the waiters of the cells just resolved, now that `completionLock` is released (see
-    /// `HandleCell.Wakeup`: never under it). Called by the lane holder.
-    @inlinable @inline(__always)
-    final func wakeWaiters() {
-        guard !wakeups.isEmpty else { return }
-        completionLock.assertNotHeldByThisThread("a handle's waiters are resumed under the completion lock")
-        for (wakeup, failure) in wakeups { wakeup.resume(with: failure.map { .failure($0) } ?? .success(())) }
-        wakeups.removeAll(keepingCapacity: true)
     }
 
     /// Cells of updaters resolved in the holder's previous batch whose handles are gone (the lane's reference is the

@@ -81,9 +81,8 @@ final class SideEffectRegistry: @unchecked Sendable {
         assert(cell.lock === lock, "a cell of another store")
         lock.lock()
         leaveLocked(cell)
-        let wakeup = cell.resolveLocked(outcome)
+        cell.resolveLocked(outcome)
         lock.unlock()
-        cell.wake(wakeup, with: outcome)
     }
 
     /// Counts a side effect out and resolves its cell as an applied updater's (`()`, no value kept).
@@ -92,9 +91,8 @@ final class SideEffectRegistry: @unchecked Sendable {
         assert(cell.lock === lock, "a cell of another store")
         lock.lock()
         leaveLocked(cell)
-        let wakeup = cell.resolveAppliedLocked()
+        cell.resolveAppliedLocked()
         lock.unlock()
-        cell.wake(wakeup, with: .success(()))
     }
 
     @inlinable
