@@ -61,29 +61,18 @@ private final class FirstError: @unchecked Sendable {
     }
 }
 
-/// The interception in progress on this thread: lets the store's final `next` tell a call made synchronously
-/// from inside the chain (apply or run this item now) from a deferred one (dispatch anew).
+/// A side effect's run through the interceptors, in progress on this thread: lets the closure chain's last `next` tell
+/// a call made synchronously from inside the chain (run this item) from a deferred one (dispatch anew). (An updater's
+/// run is found through the store's ``ClosureChainEnd``: only the lane holder runs one; side effects run theirs
+/// concurrently, each on its own task.)
 @usableFromInline
 struct InterceptionFrame {
     @usableFromInline let store: ObjectIdentifier
-    @usableFromInline let kind: DispatchKind
-    @usableFromInline let recordChanges: Bool
-    @usableFromInline var nextCalled = false
-    /// Whether `next` applied the state updater (so an error thrown afterwards must say it was applied).
-    @usableFromInline var applied = false
-    @usableFromInline var replacement: (any Dispatchable)?
-    /// How `next` applies a state updater: a function made where the store's state type is known (the caller's
-    /// specialised code), so the end of the chain — reached through the interceptors' closures, in generic code —
-    /// does not apply it through unspecialised generics (the callgrind gate's `interceptors_3`).
-    @usableFromInline var applyUpdater: ((AnyObject, any AnyStateUpdater, Bool) throws(KatanaError) -> Void)?
+    @usableFromInline var end = ChainEnd()
 
     @inlinable
-    init(store: ObjectIdentifier, kind: DispatchKind, recordChanges: Bool,
-         applyUpdater: ((AnyObject, any AnyStateUpdater, Bool) throws(KatanaError) -> Void)? = nil) {
+    init(store: ObjectIdentifier) {
         self.store = store
-        self.kind = kind
-        self.recordChanges = recordChanges
-        self.applyUpdater = applyUpdater
     }
 }
 
@@ -100,12 +89,12 @@ import KatanaTrace
 enum InterceptionFrames {
     /// Runs `body` with `frame` as this thread's current frame (restoring the previous one after).
     @usableFromInline
-    static func with<R>(_ frame: inout InterceptionFrame, _ body: () -> R) -> R {
+    static func with<R>(_ frame: inout InterceptionFrame, _ body: (UnsafeMutablePointer<InterceptionFrame>) -> R) -> R {
         let previous = pthread_getspecific(interceptionFrameKey)
         return withUnsafeMutablePointer(to: &frame) { pointer in
             pthread_setspecific(interceptionFrameKey, pointer)
             defer { pthread_setspecific(interceptionFrameKey, previous) }
-            return body()
+            return body(pointer)
         }
     }
 
@@ -147,11 +136,12 @@ extension Unmanaged where Instance == ClosureChain<StoreInterceptorChain> {
     func callAsFunction(_ item: any Dispatchable) throws { try _withUnsafeGuaranteedRef { try $0.call(item) } }
 }
 
-/// The end of a store's closure chain while an updater is applied inline through it: the store's last `next` (a
+/// The end of a store's closure chain while an updater runs through it (inline or queued): the store's last `next` (a
 /// closure made once, when the store became ready) finds the run in progress here instead of in thread-local storage
-/// and without loading the store's weak reference. Only the thread that holds the lane runs a chain inline, so the
-/// run is that thread's: it writes `thread` (its id) before the chain and 0 after, and `end`/`run` in between; any
-/// other thread reads a `thread` that is not its own id, and takes the slow path (a deferred `next`).
+/// and without loading the store's weak reference. Only the thread that holds the lane runs an updater's chain, so
+/// the run is that thread's: it writes `thread` (its id) before the chain and 0 after, and `end`/`run` in between; any
+/// other thread reads a `thread` that is not its own id, and takes the slow path (a side effect's frame, or a
+/// deferred `next`).
 @usableFromInline
 final class ClosureChainEnd: @unchecked Sendable {
     // `end` and `run` are written and read only by the thread whose id is in `thread` (the lane holder), while it is

@@ -93,7 +93,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline final let nativeUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
 
-
     /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
     /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
     /// effects dispatched from one thread while others apply updaters otherwise contend for.
@@ -155,26 +154,14 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     }
 
     deinit {
-        // Side effects still running are cancelled; items held before readiness are rejected (nothing else can be
+        // Side effects still running are cancelled; items kept until readiness are rejected (nothing else can be
         // pending: whoever holds the lane, or the updater queue's kick, holds the store).
         sideEffects.close()
         for link in links { link.release() }
         links.deallocate()
         firstTypedLink?.release()
         chain?.release()
-        // Each ends in the trace too (its enqueue was traced as held): cancelled if it was, else rejected.
-        for item in lane.held ?? [] {
-            let (cell, id, parentID, name, kind): (HandleCell?, UInt64, UInt64, TraceName?, DispatchKind) = switch item {
-            case let .updater(updater): (updater.cell, updater.id, updater.parentID, updater.name, .stateUpdater)
-            case let .sideEffect(sideEffect): (sideEffect.cell, sideEffect.id, sideEffect.parentID, sideEffect.name, .sideEffect)
-            }
-            let cancelled = cell?.isCancelled ?? false
-            if id != 0, let name {
-                tracer.dispatchDropped(id: id, parentID: parentID, kind: kind, name: name, lane: .held,
-                                       outcome: cancelled ? .cancelled : .error, failure: KatanaError.storeReleased)
-            }
-            cell?.resolve(.failure(KatanaError.storeReleased))
-        }
+        rejectEarlyItems()
     }
 
     // MARK: Reading
@@ -200,30 +187,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         return _state
     }
 
-    /// Takes the state lock to apply updaters, noting which thread holds it (see `state`).
-    @inlinable
-    final func lockStateForApplying(thread: UInt = currentThreadID) {
-        stateLock.lock()
-        applyingThread.store(thread, ordering: .relaxed)
-    }
-
-    @inlinable
-    final func unlockStateAfterApplying() {
-        applyingThread.store(0, ordering: .relaxed)
-        stateLock.unlock()
-    }
-
     public final var anyState: any State { state }
 
     /// Whether the state initializer has run and the interceptors are initialised. Items dispatched before
     /// that are held and run, in order, once it is.
-    public final var isReady: Bool { laneLock.withLock { !lane.isHeld } }
-
-    /// A context for a side effect (or, with no scope, for the interceptors): a `SideEffectContext` of the store's
-    /// own types, so Katana 6's `context as? SideEffectContext<S, D>` works on what it receives.
-    @usableFromInline final func makeContext(scope: HandleCell?) -> any AnySideEffectContext {
-        sideEffects.contextPrototype.withScope(scope)
-    }
+    public final var isReady: Bool { laneLock.withLock { !lane.beforeReady } }
 
     /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).
     public final var listenerCount: Int { laneLock.withLock { listeners.count } }
@@ -249,37 +217,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @discardableResult
     public final func addListener(newState listener: @escaping @Sendable (_ newState: S) -> Void) -> StoreUnsubscribe {
         subscribe(ListenerBox(newState: listener))
-    }
-
-    final func subscribe(_ box: ListenerBox<S>) -> StoreUnsubscribe {
-        changeListeners {
-            $0.append(box)
-        }
-        return { [weak self] in
-            box.deactivate()
-            self?.changeListeners { $0.removeAll { $0 === box } }
-        }
-    }
-
-    /// The listeners for the items the lane holder applies next through the batch path, with `keepOldStates` set
-    /// for them (whether each change must keep the state before it). Caller holds `laneLock` and the lane.
-    @inlinable
-    final func listenersForBatch() -> [ListenerBox<S>] {
-        keepOldStates = listenersNeedOldState
-        return listeners
-    }
-
-    /// Changes the listeners with both locks held: the state lock (an updater applied inline reads them under it,
-    /// having taken the lane lock-free) and `laneLock` (the batch paths read them under it), in that order. From
-    /// inside an updater this store is applying on this thread (a misuse), the state lock is this thread's already.
-    final func changeListeners(_ change: (inout [ListenerBox<S>]) -> Void) {
-        let applying = applyingThread.load(ordering: .relaxed) == currentThreadID
-        if !applying { stateLock.lock() }
-        laneLock.lock()
-        change(&listeners)
-        listenersNeedOldState = listeners.contains { $0.needsOldState }
-        laneLock.unlock()
-        if !applying { stateLock.unlock() }
     }
 
     // MARK: Dispatching
@@ -325,20 +262,18 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
 
     @usableFromInline
     final func anyDispatch(_ item: any Dispatchable, parentID: UInt64, bypassInterceptors: Bool) -> DispatchHandle<any Sendable> {
-        let asUpdater = item._katanaStateUpdater
-        let asSideEffect = item._katanaSideEffect
-        if asUpdater != nil && asSideEffect != nil {
-            return .rejected(KatanaError.ambiguousDispatchable("\(type(of: item))"))
-        }
-        if let updater = asUpdater {
+        switch ItemKind(of: item) {
+        case let .stateUpdater(updater):
             return enqueueUpdater(updater, type: type(of: item), parentID: parentID, success: () as any Sendable,
                                   bypassInterceptors: bypassInterceptors)
-        }
-        if let sideEffect = asSideEffect {
+        case let .sideEffect(sideEffect):
             return enqueueSideEffect(sideEffect, type: type(of: item), parentID: parentID, as: (any Sendable).self,
                                      bypassInterceptors: bypassInterceptors)
+        case .ambiguous:
+            return .rejected(KatanaError.ambiguousDispatchable("\(type(of: item))"))
+        case .neither:
+            return .rejected(KatanaError.notDispatchable("\(type(of: item))"))
         }
-        return .rejected(KatanaError.notDispatchable("\(type(of: item))"))
     }
 
     @inlinable
@@ -356,24 +291,4 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         enqueueSideEffect(sideEffect, type: E.self, parentID: parentID, as: V.self, bypassInterceptors: false)
     }
 
-    // MARK: Items
-
-    /// An item's trace identity: a fresh id and its type's name while a trace session listens, `(0, nil)` when not
-    /// (id 0 means "not traced" everywhere in the lane).
-    @inlinable
-    final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
-        guard tracingEnabled else { return (0, nil) }
-        return (KatanaTracing.nextID(), TraceName.of(type))
-    }
-
-    /// Whether the backend listens: a native provider's (or the no-op backend's) check called directly, else the
-    /// existential's `isEnabled`.
-    @inlinable
-    final var tracingEnabled: Bool { if let check = enabledCheck { check() != 0 } else { tracer.isEnabled } }
-
-    /// A pending handle's cell, for a handle whose value is `V` (a `Void` or erased handle accepts an updater's `()`).
-    @inlinable
-    final func makeCell<V: Sendable>(for: V.Type) -> HandleCell {
-        HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
-    }
 }

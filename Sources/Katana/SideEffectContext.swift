@@ -16,13 +16,13 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     /// with two retains even where it is not specialised. (With the dependencies stored here, a container of two
     /// closures made every side effect box its context on the heap and copy both closures twice:
     /// `SideEffectContextLayoutTests.aContextIsTwoWordsWhateverTheDependencies` guards it.)
-    @inlinable public var dependencies: D { reference.dependencies }
-    @usableFromInline let reference: WeakStoreReference<S, D>
-    @inlinable var store: Store<S, D>? { reference.store }
+    @inlinable public var dependencies: D { environment.dependencies }
+    @usableFromInline let environment: ContextEnvironment<S, D>
+    @inlinable var store: Store<S, D>? { environment.store }
     @usableFromInline var scope: HandleCell?
 
-    @inlinable init(reference: WeakStoreReference<S, D>, scope: HandleCell?) {
-        self.reference = reference
+    @inlinable init(environment: ContextEnvironment<S, D>, scope: HandleCell?) {
+        self.environment = environment
         self.scope = scope
     }
 
@@ -206,16 +206,16 @@ extension SideEffectContext {
     ///     let profile = try await context.interval("fetch profile") { try await api.profile(id) }
     @inlinable
     public func interval<T>(_ name: StaticString, _ body: () async throws -> T) async rethrows -> T {
-        // The backend is asked through the reference (not copied here to live across `body`'s suspension points:
+        // The backend is asked through the environment (not copied here to live across `body`'s suspension points:
         // copying an existential costs more than the whole disabled path), and `body` has one call site, so with
         // nobody listening this inlines to one check around the body.
-        let id = reference.intervalBegin(name, parentID: parentID)
+        let id = environment.intervalBegin(name, parentID: parentID)
         do {
             let result = try await body()
-            if id != 0 { reference.intervalEnd(id, name, error: nil) }
+            if id != 0 { environment.intervalEnd(id, name, error: nil) }
             return result
         } catch {
-            if id != 0 { reference.intervalEnd(id, name, error: error) }
+            if id != 0 { environment.intervalEnd(id, name, error: error) }
             throw error
         }
     }

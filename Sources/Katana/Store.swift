@@ -13,10 +13,10 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
     public typealias Configuration = StoreConfiguration
 
     /// The dependencies handed to every side effect as `context.dependencies`.
-    @inlinable public var dependencies: D { reference.dependencies }
+    @inlinable public var dependencies: D { environment.dependencies }
 
     /// How this store's contexts reach it weakly.
-    @usableFromInline let reference: WeakStoreReference<S, D>
+    @usableFromInline let environment: ContextEnvironment<S, D>
 
 
     /// A store with the state's `init()` value, no interceptors and default configuration.
@@ -48,21 +48,21 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
         configuration: Configuration = .init()
     ) {
         let tracer = configuration.traceBackend ?? KatanaTracing.backend
-        // The reference holds the dependencies; their closures reach the store through an object of their own (through
-        // the reference, strongly, the two would keep each other alive; weakly, the reference would get a side table,
+        // The environment holds the dependencies; their closures reach the store through an object of their own (through
+        // the environment, strongly, the two would keep each other alive; weakly, the environment would get a side table,
         // and every retain of it — two per side effect — would take the runtime's slow path: the callgrind gate's
         // `side_effect_round_trip`).
-        let reference = WeakStoreReference<S, D>(tracer: tracer)
+        let environment = ContextEnvironment<S, D>(tracer: tracer)
         let target = WeakStore<S, D>()
-        self.reference = reference
-        reference.dependencies = dependenciesInitializer(
+        self.environment = environment
+        environment.dependencies = dependenciesInitializer(
             { item in target.store?.anyDispatch(item) ?? .rejected(KatanaError.storeReleased) },
             { target.store?.state ?? S() }
         )
         super.init(configuration: configuration, tracer: tracer,
-                   contextPrototype: SideEffectContext(reference: reference, scope: nil))
+                   contextPrototype: SideEffectContext(environment: environment, scope: nil))
         target.store = self
-        reference.store = self
+        environment.store = self
         configuration.stateInitializerExecutor.run { [weak self] in
             guard let self else { return }
             self.becomeReady(initialState: stateInitializer(), interceptors: interceptors)
@@ -88,17 +88,18 @@ final class WeakStore<S: State, D: SideEffectDependencyContainer>: @unchecked Se
     weak var store: Store<S, D>?
 }
 
-/// Lets side-effect contexts reach the store without keeping it alive, and holds the store's dependencies.
-/// Contexts hold this (a strong, bitwise-movable reference) rather than a weak reference of their own: a value with a
-/// weak reference cannot sit in an existential's inline buffer, so `any AnySideEffectContext` would need a heap box.
+/// What every side-effect context of a store shares: the store, weakly (a context does not keep it alive), and its
+/// dependencies and trace backend, strongly. Contexts hold this (a strong, bitwise-movable reference) rather than a
+/// weak reference of their own: a value with a weak reference cannot sit in an existential's inline buffer, so
+/// `any AnySideEffectContext` would need a heap box.
 @usableFromInline
-final class WeakStoreReference<S: State, D: SideEffectDependencyContainer>: @unchecked Sendable {
+final class ContextEnvironment<S: State, D: SideEffectDependencyContainer>: @unchecked Sendable {
     // Written once in Store.init, before the store is visible to any other thread; read-only afterwards.
     @usableFromInline @exclusivity(unchecked) weak var store: Store<S, D>?
     /// The store's dependencies, what every context of it hands out (set once in Store.init, like `store`; an
-    /// implicitly unwrapped optional only because the container's initialiser needs this reference first).
+    /// implicitly unwrapped optional only because the container's initialiser needs this environment first).
     @usableFromInline @exclusivity(unchecked) var dependencies: D!
-    /// The store's trace backend, held strongly: `context.interval` asks it without loading the weak reference. A
+    /// The store's trace backend, held strongly: `context.interval` asks it without loading the store's weak reference. A
     /// `let`, so reading it needs no exclusivity check.
     @usableFromInline let tracer: any TraceBackend
     /// Whether `tracer` records intervals, as a plain C function when it is a native provider's or the no-op

@@ -134,7 +134,7 @@ struct UserBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: (CommandLine.arguments.first.map { ($0 as NSString).lastPathComponent }) ?? "bench",
         abstract: "Measure this program's Katana scenarios and report latency histograms (built on katana-bench).",
-        version: "built on katana-bench \(KatanaBench.version)",
+        version: "built on katana-bench \(KatanaBenchCommand.version)",
         subcommands: [Run.self, Compare.self, Merge.self],
         defaultSubcommand: Run.self
     )

@@ -7,6 +7,6 @@ import KatanaLTTng
 @main
 enum KatanaBenchMain {
     static func main() async {
-        exit(await KatanaBench.mainWithExitCodes())
+        exit(await KatanaBenchCommand.mainWithExitCodes())
     }
 }

@@ -32,6 +32,8 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
     case configurationQueuedListeners
     /// Turned into closures with `storeInterceptor` and given to the initialiser.
     case closures
+    /// As closures, with listeners on a queue: updaters go through the batch path's run of the closure chain.
+    case closuresQueuedListeners
     /// The first in the configuration, the rest as closures (the two chains joined).
     case mixed
     /// In the configuration, written in the typed form: updaters reach the chain's end with their type.
@@ -69,6 +71,12 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
             return store
         case .closures:
             return makeStore(interceptors: interceptors.map(\.storeInterceptor), configuration: .init(traceBackend: backend))
+        case .closuresQueuedListeners:
+            let store = makeStore(interceptors: interceptors.map(\.storeInterceptor),
+                                  configuration: .init(listenerExecutor: .queue(DispatchQueue(label: "listeners")),
+                                                       traceBackend: backend))
+            store.addListener { _, _ in }
+            return store
         case .mixed:
             return makeStore(interceptors: interceptors.dropFirst().map(\.storeInterceptor),
                              configuration: .init(traceBackend: backend, interceptors: Array(interceptors.prefix(1))))
@@ -186,6 +194,20 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
         try await store.dispatch(Append(value: 1)).value
         #expect(await eventually { store.state.log == [1, 2] })
         #expect(calls.value == 1, "the second item went past the interceptors")
+    }
+
+    @Test(arguments: placements) func callingNextTwiceOnASideEffectRunsItOnceAndDispatchesTheSecondAnew(_ placement: InterceptorPlacement) async throws {
+        let sideEffectCalls = Counter()
+        let store = placement.store([Intercepting { item, next in
+            try next(item)
+            guard item is AppendFromSideEffect else { return }
+            sideEffectCalls.increment()
+            try next(AppendFromSideEffect(value: 2))
+        }])
+        try await store.dispatch(AppendFromSideEffect(value: 1)).value
+        // The second side effect runs on its own task, concurrently with the first: both appends arrive, in either order.
+        #expect(await eventually { store.state.log.sorted() == [1, 2] })
+        #expect(sideEffectCalls.value == 1, "the second side effect went past the interceptors")
     }
 
     @Test(arguments: placements) func aBoundContextDispatchesAndEachStoreGetsItsOwnBinding(_ placement: InterceptorPlacement) async throws {

@@ -14,7 +14,7 @@ import Testing
 
     func ready(limit: Int? = nil) -> LaneState {
         var lane = LaneState(backlogLimit: limit)
-        let r1 = lane.takeHeld()
+        let r1 = lane.takeEarlyItems()
         #expect(r1 == nil)
         return lane
     }
@@ -22,22 +22,22 @@ import Testing
     @Test func beforeReadinessEverythingIsHeldAndHandedOverInOrder() {
         var lane = LaneState(backlogLimit: nil)
         let r2 = lane.arrive(thread: a)
-        #expect(r2 == .hold)
-        lane.hold(.updater(item(from: a)))
+        #expect(r2 == .keepUntilReady)
+        lane.keepUntilReady(.updater(item(from: a)))
         let r3 = lane.arrive(thread: b)
-        #expect(r3 == .hold)
-        lane.hold(.updater(item(from: b)))
+        #expect(r3 == .keepUntilReady)
+        lane.keepUntilReady(.updater(item(from: b)))
         // A held item re-entered by readiness goes to the lane even though the store is not marked ready yet.
-        let r4 = lane.arrive(thread: c, ignoringHeld: true)
+        let r4 = lane.arrive(thread: c, ignoringReadiness: true)
         #expect(r4 == .applyInline)
         let r5 = lane.release(thread: c)
         #expect(r5 == .released)
-        let r6 = lane.takeHeld()
+        let r6 = lane.takeEarlyItems()
         #expect(r6?.count == 2)
-        #expect(lane.isHeld, "still held until a round finds nothing more")
-        let r7 = lane.takeHeld()
+        #expect(lane.beforeReady, "still held until a round finds nothing more")
+        let r7 = lane.takeEarlyItems()
         #expect(r7 == nil)
-        #expect(!lane.isHeld)
+        #expect(!lane.beforeReady)
         let r8 = lane.arrive(thread: a)
         #expect(r8 == .applyInline)
     }
@@ -108,13 +108,13 @@ import Testing
         var lane = LaneState(backlogLimit: nil)
         #expect(!lane.word.tryTake(thread: a), "before readiness every dispatch is held, in order")
         // A held item re-entered by readiness takes the lane; given back, the lane is still not ready.
-        let reentered = lane.arrive(thread: c, ignoringHeld: true)
+        let reentered = lane.arrive(thread: c, ignoringReadiness: true)
         #expect(reentered == .applyInline)
         #expect(!lane.word.releaseIfNothingQueued(), "the lock-free give-back would drop the holding mark")
         let released = lane.release(thread: c)
         #expect(released == .released)
         #expect(!lane.word.tryTake(thread: a), "still holding until readiness finds nothing more")
-        let rest = lane.takeHeld()
+        let rest = lane.takeEarlyItems()
         #expect(rest == nil)
 
         #expect(lane.word.tryTake(thread: a))
@@ -144,7 +144,7 @@ import Testing
     @Test func aDispatchWaitsForABusyLaneOnlyWhenAnotherThreadHoldsItAndNeverPastQueuedWork() {
         var lane = LaneState(backlogLimit: nil)
         #expect(!lane.word.spinTake(thread: a, nanoseconds: 1_000), "before readiness nothing takes the lane: held")
-        let rest = lane.takeHeld()
+        let rest = lane.takeEarlyItems()
         #expect(rest == nil)
         #expect(lane.word.spinTake(thread: a, nanoseconds: 1_000), "an idle, empty lane is taken at once")
         #expect(lane.owner == a)

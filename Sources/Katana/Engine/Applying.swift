@@ -3,66 +3,13 @@ import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
-// Applying one lane item under the state lock, its trace begin and end, and delivering the changes to listeners.
+// Applying one lane item under the state lock (between its trace begin and end), and delivering the changes to
+// listeners.
 extension PartialStore {
-    /// The one place an updater's `dispatch_begin` is emitted (call only for traced items: `item.id != 0`).
-    /// Returns the start time when its type has a latency budget (0 otherwise), for `traceEnd`.
-    @inlinable @discardableResult
-    final func traceBegin(_ item: LaneItem, lane: DispatchLane) -> UInt64 {
-        tracer.dispatchBegin(DispatchBeginEvent(
-            id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
-            parallelism: UInt32(clamping: sideEffects.count)))
-        return budgets.start(for: type(of: item.updater))
-    }
-
-    /// The one place an updater's `dispatch_end` is emitted (call only for traced items: `item.id != 0`), after
-    /// `budget_exceeded` when it ran over its type's budget.
-    @inlinable
-    final func traceEnd(_ item: LaneItem, lane: DispatchLane, outcome: DispatchOutcome, started: UInt64 = 0) {
-        if started != 0 {
-            budgets.check(type(of: item.updater), started: started, id: item.id, kind: .stateUpdater, name: item.name!, tracer: tracer)
-        }
-        tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .stateUpdater, name: item.name!, lane: lane, outcome: outcome))
-    }
-
-    /// Whether the item's type has no latency budget (a budgeted one is traced as three events, to time it).
-    @usableFromInline @inline(never)
-    final func hasNoBudget(_ item: LaneItem) -> Bool { budgets.limit(for: type(of: item.updater)) == nil }
-
-    /// An updater's begin (call only for traced items): when `combined` (an inline updater, a backend that combines,
-    /// no budget) only the start time and the parallelism, for `traceFinish`; else `dispatch_begin` and the budget's
-    /// start time. Out of line, so the untraced fast path stays small enough for the compiler to specialise the
-    /// updater's apply into it.
-    @usableFromInline @inline(never)
-    final func traceStart(_ item: LaneItem, lane: DispatchLane, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
-        if combined { return (katana_duration_start(), UInt32(clamping: sideEffects.count)) }
-        return (traceBegin(item, lane: lane), 0)
-    }
-
-    /// An updater's end (call only for traced items): one `updater_inline` event carrying its duration when
-    /// `combined`, else `dispatch_end` after the begin `traceStart` emitted.
-    @usableFromInline @inline(never)
-    final func traceFinish(_ item: LaneItem, lane: DispatchLane, combined: Bool,
-                           started: (started: UInt64, parallelism: UInt32), outcome: DispatchOutcome) {
-        if combined, let emit = nativeUpdaterInline, let name = item.name {
-            emit(item.id, item.parentID, name.cString, name.utf8Count, started.parallelism,
-                 katana_duration_ns(started.started), outcome.rawValue)
-        } else if combined {
-            tracer.updaterInline(UpdaterInlineEvent(
-                id: item.id, parentID: item.parentID, name: item.name!, parallelism: started.parallelism,
-                durationNanoseconds: katana_duration_ns(started.started), outcome: outcome))
-        } else {
-            traceEnd(item, lane: lane, outcome: outcome, started: started.started)
-        }
-    }
-
     /// A lane item cancelled before the lane reached it: not applied; its handle rejects with `CancellationError`.
     @usableFromInline
     final func skipCancelled(_ item: LaneItem, cell: HandleCell, lane: DispatchLane) {
-        if item.id != 0 {
-            tracer.dispatchDropped(id: item.id, parentID: item.parentID, kind: .stateUpdater, name: item.name!, lane: lane,
-                                   outcome: .cancelled)
-        }
+        if item.id != 0 { tracer.traceDropped(item, lane: lane, outcome: .cancelled) }
         cell.resolve(.failure(CancellationError()))
     }
 
@@ -110,21 +57,60 @@ extension PartialStore {
         try applyLocked(updater, recordChanges: recordChanges)
     }
 
-    /// Applies one updater; the caller holds `stateLock` and the lane. With `recordChanges`, the (old, new) pair
-    /// goes to the batch's `changes` for the listeners.
+    /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners.
+    /// (`apply` applies the updater: a closure, so the direct paths and the typed chain's end apply it specialised
+    /// and the erased chain's end through its witness, with one body here.) The listeners are read under the state
+    /// lock, which every change of them holds too: a dispatch that took the lane lock-free holds no other lock.
+    @inlinable @inline(__always)
+    final func applyAndNotify(thread: UInt, _ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? {
+        var failure: KatanaError?
+        lockStateForApplying(thread: thread)
+        let listeners = self.listeners
+        if listeners.isEmpty {
+            do { try changeStateLocked(apply) } catch { failure = error }
+            unlockStateAfterApplying()
+        } else if listenersNeedOldState {
+            let old = _state
+            do { try changeStateLocked(apply) } catch { failure = error }
+            let new = _state
+            unlockStateAfterApplying()
+            if failure == nil { listeners.tell(old, new) }
+        } else {
+            // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
+            do { try changeStateLocked(apply) } catch { failure = error }
+            let new = _state
+            unlockStateAfterApplying()
+            if failure == nil { listeners.tell(new: new) }
+        }
+        return failure
+    }
+
+    /// Applies one updater for a batch; the caller holds `stateLock` and the lane. With `recordChanges`, the change
+    /// is recorded for the listeners (`deliverChanges`): the (old, new) pair, or for new-state listeners only, that
+    /// there was one.
     @inlinable
     final func applyLocked(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
-        stateLock.assertHeldByThisThread("an updater applied without the state lock")
+        let apply = { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }
         if recordChanges, keepOldStates {
             let old = _state
-            try updater._apply(to: &_state)
+            try changeStateLocked(apply)
             changes.append((old, _state))
         } else if recordChanges {
-            try updater._apply(to: &_state)
+            try changeStateLocked(apply)
             newStatePending = true
         } else {
-            try updater._apply(to: &_state)
+            try changeStateLocked(apply)
         }
+    }
+
+    /// The one place an updater changes the state: `apply` runs on it in place (an updater applied specialised, or
+    /// through its witness). Whether a copy of the state before it is kept, for listeners that take `(old, new)`, is
+    /// the caller's choice: without one, a state changed in place is not copied on write. The caller holds
+    /// `stateLock` and the lane.
+    @inlinable @inline(__always)
+    final func changeStateLocked(_ apply: (inout S) throws(KatanaError) -> Void) throws(KatanaError) {
+        stateLock.assertHeldByThisThread("an updater applied without the state lock")
+        try apply(&_state)
     }
 
     @inlinable
@@ -171,6 +157,43 @@ extension PartialStore {
         changes.removeAll(keepingCapacity: true)
         if tracingEnabled {
             tracer.listenersNotified(storeID: storeID, changes: UInt32(clamping: count), listeners: UInt32(clamping: listeners.count))
+        }
+    }
+
+    /// Takes the state lock to apply updaters, noting which thread holds it (see `state`).
+    @inlinable
+    final func lockStateForApplying(thread: UInt = currentThreadID) {
+        stateLock.lock()
+        applyingThread.store(thread, ordering: .relaxed)
+    }
+
+    @inlinable
+    final func unlockStateAfterApplying() {
+        applyingThread.store(0, ordering: .relaxed)
+        stateLock.unlock()
+    }
+}
+
+extension Array {
+    /// Tells every listener in this list of a change. Each box is called without being retained: the list, which
+    /// the caller holds for the whole loop, keeps them all alive (`for listener in listeners` retained and released
+    /// each one: two atomic operations per listener per change; the callgrind gate's `listeners_4`).
+    @inlinable @inline(__always)
+    func tell<S: State>(_ old: S, _ new: S) where Element == ListenerBox<S> {
+        withUnsafeBufferPointer { boxes in
+            for index in boxes.indices {
+                Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef { $0.call(old, new) }
+            }
+        }
+    }
+
+    /// Tells every new-state listener in this list of a change, as ``tell(_:_:)`` does.
+    @inlinable @inline(__always)
+    func tell<S: State>(new: S) where Element == ListenerBox<S> {
+        withUnsafeBufferPointer { boxes in
+            for index in boxes.indices {
+                Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef { $0.call(new: new) }
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ extension PartialStore {
     final func resolveDrained() {
         completionLock.lock()
         recycleCells()
-        for item in finished { item.cell.resolveLocked(.failure(KatanaError.surfaced(item.error!))) }
+        for item in finished { resolveUpdaterLocked(item.cell, error: item.error) }
         for index in drainBuffer.indices {
             guard let cell = drainBuffer[index].cell.take() else { continue }
             resolveAppliedLocked(cell)
@@ -37,15 +37,20 @@ extension PartialStore {
         guard !finished.isEmpty || !recyclable.isEmpty else { return }
         completionLock.lock()
         recycleCells()
-        for item in finished {
-            if let error = item.error {
-                item.cell.resolveLocked(.failure(KatanaError.surfaced(error)))
-            } else {
-                resolveAppliedLocked(item.cell)
-            }
-        }
+        for item in finished { resolveUpdaterLocked(item.cell, error: item.error) }
         completionLock.unlock()
         finished.removeAll(keepingCapacity: true)
+    }
+
+    /// Resolves a queued updater's cell: with what it threw (surfaced as a ``KatanaError``), or as applied.
+    /// `completionLock` held; called by the lane holder.
+    @inlinable @inline(__always)
+    final func resolveUpdaterLocked(_ cell: HandleCell, error: (any Error)?) {
+        if let error {
+            cell.resolveLocked(.failure(KatanaError.surfaced(error)))
+        } else {
+            resolveAppliedLocked(cell)
+        }
     }
 
     /// Resolves an applied updater's cell with `()`, and offers it for reuse when it accepts `()` (``recycleCells``
@@ -88,5 +93,11 @@ extension PartialStore {
     @inlinable
     final func offerSpareCells() {
         if spareCells.count > lane.spareCells.count { swap(&spareCells, &lane.spareCells) }
+    }
+
+    /// A pending handle's cell, for a handle whose value is `V` (a `Void` or erased handle accepts an updater's `()`).
+    @inlinable
+    final func makeCell<V: Sendable>(for: V.Type) -> HandleCell {
+        HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
     }
 }

@@ -13,103 +13,44 @@ extension PartialStore {
         init(_ interceptor: any DispatchInterceptor) { self.interceptor = interceptor }
     }
 
-    /// What the end of an inline run through the protocol-form interceptors saw: whether `next` reached it (a second
-    /// call dispatches anew), whether it applied the updater, and what an interceptor forwarded instead of one.
-    /// Trivial, so nothing has to destroy it (a value of a type nested in the generic store is destroyed through its
-    /// metadata: ~6 % of a dispatch through 3 typed interceptors): the replacement, rare, is kept retained in a box
-    /// and taken once with `takeReplacement()`.
-    @usableFromInline
-    struct LinkEnd {
-        @usableFromInline var nextCalled = false
-        @usableFromInline var applied = false
-        @usableFromInline var replacementBox: Unmanaged<ReplacementBox>?
-        @inlinable init() {}
-
-        /// Keeps `item` as the replacement (the end is reached once before it is taken, so there is none yet).
-        @usableFromInline
-        mutating func setReplacement(_ item: any Dispatchable) {
-            replacementBox?.release()
-            replacementBox = Unmanaged.passRetained(ReplacementBox(item))
-        }
-
-        /// The replacement, if any, giving up the box (call once, when the run is over).
-        @inlinable
-        mutating func takeReplacement() -> (any Dispatchable)? {
-            guard let box = replacementBox else { return nil }
-            replacementBox = nil
-            return box.takeRetainedValue().item
-        }
-    }
-
-    /// What an interceptor forwarded instead of an updater, kept by a ``LinkEnd`` until its run is over.
-    @usableFromInline
-    final class ReplacementBox {
-        @usableFromInline let item: any Dispatchable
-        init(_ item: any Dispatchable) { self.item = item }
-    }
-
-    /// The chain's end for the updater as dispatched, passed on by every interceptor in the typed form: applied as an
-    /// updater without interceptors is (specialised).
+    /// An inline run's chain end for the updater as dispatched, passed on by every interceptor in the typed form:
+    /// applied as an updater without interceptors is (specialised).
     @inlinable @inline(__always)
-    final func typedLinkEnd<U: AnyStateUpdater>(
-        _ updater: U, _ end: inout LinkEnd, _ thread: UInt
-    ) throws {
-        guard !end.nextCalled else {
-            _ = anyDispatch(updater, parentID: 0, bypassInterceptors: true)
-            return
-        }
-        try applyAtLinkEnd(&end, thread) { (state: inout S) throws(KatanaError) in
-            try updater._apply(to: &state)
+    final func inlineEnd<U: AnyStateUpdater>(typed updater: U, _ end: inout ChainEnd, _ thread: UInt) throws {
+        try endOfUpdaterChain(typed: updater, &end) { updater in
+            try applyInlineAtEnd(thread) { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }
         }
     }
 
-    /// The chain's end for an item passed on erased (or forwarded instead): its kind checked, an updater applied
-    /// through its witness, anything else kept as the replacement.
+    /// An inline run's chain end for an item passed on erased (or forwarded instead): an updater applied through its
+    /// witness, anything else kept as the replacement.
     @inlinable
-    final func linkEnd(
-        _ forwarded: any Dispatchable, _ end: inout LinkEnd, _ thread: UInt
-    ) throws {
-        guard !end.nextCalled else {
-            _ = anyDispatch(forwarded, parentID: 0, bypassInterceptors: true)
-            return
-        }
-        guard let updater = forwarded._katanaStateUpdater, forwarded._katanaSideEffect == nil else {
-            end.nextCalled = true
-            end.setReplacement(forwarded)
-            return
-        }
-        try applyAtLinkEnd(&end, thread) { (state: inout S) throws(KatanaError) in
-            try updater._apply(to: &state)
+    final func inlineEnd(_ item: any Dispatchable, _ end: inout ChainEnd, _ thread: UInt) throws {
+        try endOfUpdaterChain(item, &end) { updater in
+            try applyInlineAtEnd(thread) { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }
         }
     }
 
-    /// `linkEnd` where the dispatched updater's type `U` is known: an item of exactly that type (the dispatched updater
-    /// passed on, the common case) takes the typed chain's end and is applied specialised, where the erased end asks it
-    /// for its updater and its side effect through two witnesses and applies it through a third (the callgrind
-    /// gate's `dispatch_interceptors_3`);
-    /// anything else goes the erased way.
+    /// `inlineEnd` where the dispatched updater's type `U` is known: an item of exactly that type (the dispatched
+    /// updater passed on, the common case) is applied specialised, where the erased end asks it for its updater and
+    /// its side effect through two witnesses and applies it through a third (the callgrind gate's
+    /// `dispatch_interceptors_3`); anything else goes the erased way.
     @inlinable @inline(__always)
-    final func linkEnd<U: AnyStateUpdater>(
-        _ forwarded: any Dispatchable, as _: U.Type, _ end: inout LinkEnd, _ thread: UInt
-    ) throws {
-        if let updater = sameType(forwarded, as: U.self) {
-            try typedLinkEnd(updater, &end, thread)
+    final func inlineEnd<U: AnyStateUpdater>(_ item: any Dispatchable, as _: U.Type, _ end: inout ChainEnd, _ thread: UInt) throws {
+        if let updater = sameType(item, as: U.self) {
+            try inlineEnd(typed: updater, &end, thread)
         } else {
-            try linkEnd(forwarded, &end, thread)
+            try inlineEnd(item, &end, thread)
         }
     }
 
-    /// Both ends' first `next`: apply (through `apply`) and tell the listeners; a refusal is thrown back up the chain.
+    /// An inline run's applier: apply (through `apply`) and tell the listeners now; a refusal is thrown back up the
+    /// chain.
     @inlinable @inline(__always)
-    final func applyAtLinkEnd(
-        _ end: inout LinkEnd, _ thread: UInt,
-        _ apply: (inout S) throws(KatanaError) -> Void
-    ) throws {
-        end.nextCalled = true
+    final func applyInlineAtEnd(_ thread: UInt, _ apply: (inout S) throws(KatanaError) -> Void) throws {
         if let failure = applyAndNotify(thread: thread, apply) {
             throw KatanaError.surfaced(failure)
         }
-        end.applied = true
     }
 
     /// Applies an updater inline through the protocol-form interceptors (no closure chain, inline listeners): the
@@ -127,16 +68,16 @@ extension PartialStore {
         let started = trace.start(self, combined: combined)
         var thrown: (any Error)?
         if let chain {
-            // Closures (after any protocol-form interceptors, erased): the chain's last `next` reaches this run
-            // through `closureEnd`.
-            var run = ClosureRun(store: Unmanaged.passUnretained(self), thread: thread)
+            var run = InlineRun(store: Unmanaged.passUnretained(self), thread: thread)
+            // Closures (after any protocol-form interceptors, erased): the chain's last `next` reaches this run through
+            // `closureEnd`.
             let links = !self.links.isEmpty
             do {
                 try withUnsafeMutablePointer(to: &run) { pointer in
                     try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: thread, end: { item, raw in
-                        let run = raw.assumingMemoryBound(to: ClosureRun.self)
+                        let run = raw.assumingMemoryBound(to: InlineRun.self)
                         try run.pointee.store._withUnsafeGuaranteedRef {
-                            try $0.linkEnd(item, as: U.self, &run.pointee.end, run.pointee.thread)
+                            try $0.inlineEnd(item, as: U.self, &run.pointee.end, run.pointee.thread)
                         }
                     }) {
                         if links { try runLinks(updater, from: 0) { try chain($0) } } else { try chain(updater) }
@@ -147,9 +88,8 @@ extension PartialStore {
             }
             return finishInlineRun(trace, updater, parentID: parentID, &run.end, thrown: thrown, combined: combined,
                                    started: started, thread: thread, success: success)
-        }
-        if typed, let first = firstTypedLink {
-            var run = TypedRun(store: self, first: first, thread: thread)
+        } else if typed, let first = firstTypedLink {
+            var run = TypedRun(store: Unmanaged.passUnretained(self), first: first, thread: thread)
             do {
                 try withUnsafeMutablePointer(to: &run) { try Self.runTypedLinks(updater, $0) }
             } catch {
@@ -157,31 +97,32 @@ extension PartialStore {
             }
             return finishInlineRun(trace, updater, parentID: parentID, &run.end, thrown: thrown, combined: combined,
                                    started: started, thread: thread, success: success)
+        } else {
+            // The erased links alone: the end is a closure on this stack, over a `ChainEnd` of its own.
+            var end = ChainEnd()
+            do {
+                try runLinks(updater, from: 0, end: { try self.inlineEnd($0, as: U.self, &end, thread) })
+            } catch {
+                thrown = error
+            }
+            return finishInlineRun(trace, updater, parentID: parentID, &end, thrown: thrown, combined: combined,
+                                   started: started, thread: thread, success: success)
         }
-        var end = LinkEnd()
-        do {
-            try runLinks(updater, from: 0, end: { try self.linkEnd($0, as: U.self, &end, thread) })
-        } catch {
-            thrown = error
-        }
-        return finishInlineRun(trace, updater, parentID: parentID, &end, thrown: thrown, combined: combined,
-                               started: started, thread: thread, success: success)
     }
 
     /// The end of `applyInlineThroughLinks`: traces the outcome, gives the lane back and returns the handle.
     @inlinable @inline(__always)
     final func finishInlineRun<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
-        _ trace: T, _ updater: U, parentID: UInt64, _ end: inout LinkEnd, thrown: (any Error)?,
+        _ trace: T, _ updater: U, parentID: UInt64, _ end: inout ChainEnd, thrown: (any Error)?,
         combined: Bool, started: (started: UInt64, parallelism: UInt32), thread: UInt, success: V
     ) -> DispatchHandle<V> {
-        if thrown == nil, end.applied, end.replacementBox == nil {
+        if thrown == nil, end.appliedAsDispatched {
             // Passed on and applied: the common case, without building a lane result.
             trace.finish(self, combined: combined, started: started, outcome: .ok, failure: nil)
             releaseLane(thread: thread)
             return DispatchHandle(resolved: .success(success))
         }
-        let (result, outcome) = chainResult(updater, thrown: thrown, nextCalled: end.nextCalled, applied: end.applied,
-                                            replacement: end.takeReplacement())
+        let (result, outcome) = updaterChainResult(updater, &end, thrown: thrown)
         if case let .done(error?) = result {
             trace.finish(self, combined: combined, started: started, outcome: outcome, failure: error)
         } else {
@@ -192,39 +133,39 @@ extension PartialStore {
         return handle
     }
 
-    /// An inline run through the leading typed interceptors: what their `next` and `forward` need, in one place on the
-    /// caller's stack, so each is a closure over a pointer to it. (The chain's end reads the listeners itself, under
-    /// the state lock, when it applies the updater.)
+    /// An updater's inline run through the closure chain, on the caller's stack: what the chain's last `next` needs
+    /// (reached through ``ClosureChainEnd``, so the closure made once in `becomeReady` applies it specialised). The
+    /// chain's end reads the listeners itself, under the state lock, when it applies the updater.
     @usableFromInline
-    struct TypedRun {
+    struct InlineRun {
         /// Unretained: the caller holds the store (a strong copy of it is a side-table retain: the store has weak
         /// references).
         @usableFromInline let store: Unmanaged<PartialStore<S>>
-        /// The link whose interceptor is running: set before each call and restored after it (the calls nest).
-        @usableFromInline var current: Unmanaged<TypedLink>
-        @usableFromInline var end = LinkEnd()
-        @usableFromInline let thread: UInt
-
-        @inlinable
-        init(store: PartialStore<S>, first: Unmanaged<TypedLink>, thread: UInt) {
-            self.store = Unmanaged.passUnretained(store)
-            self.current = first
-            self.thread = thread
-        }
-    }
-
-    /// An updater's inline run through the closure chain, on the caller's stack: what the chain's last `next` needs
-    /// (reached through ``ClosureChainEnd``, so the closure made once in `becomeReady` applies it specialised).
-    @usableFromInline
-    struct ClosureRun {
-        /// Unretained: the caller holds the store.
-        @usableFromInline let store: Unmanaged<PartialStore<S>>
-        @usableFromInline var end = LinkEnd()
+        @usableFromInline var end = ChainEnd()
         @usableFromInline let thread: UInt
 
         @inlinable
         init(store: Unmanaged<PartialStore<S>>, thread: UInt) {
             self.store = store
+            self.thread = thread
+        }
+    }
+
+    /// An inline run through the leading typed interceptors: what their `next` and `forward` need, in one place on the
+    /// caller's stack, so each is a closure over a pointer to it.
+    @usableFromInline
+    struct TypedRun {
+        /// Unretained: the caller holds the store.
+        @usableFromInline let store: Unmanaged<PartialStore<S>>
+        /// The link whose interceptor is running: set before each call and restored after it (the calls nest).
+        @usableFromInline var current: Unmanaged<TypedLink>
+        @usableFromInline var end = ChainEnd()
+        @usableFromInline let thread: UInt
+
+        @inlinable
+        init(store: Unmanaged<PartialStore<S>>, first: Unmanaged<TypedLink>, thread: UInt) {
+            self.store = store
+            self.current = first
             self.thread = thread
         }
     }

@@ -3,9 +3,176 @@ import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
-// Running the interceptor chain for queued updaters and side effects (the protocol-form links, then the closure
-// chain), and what a second `next` or a forwarded item does.
+// The interceptor chain's one model. However a chain is run — an updater inline through the typed links, the erased
+// links or the closures, a queued updater, a side effect on its task — the run keeps a `ChainEnd`, and its end goes
+// through the same functions: `reachEnd` (the rule for a second `next`), `endOfUpdaterChain` (apply the updater or
+// keep what was forwarded instead) and `updaterChainResult` / `sideEffectChainResult` (what the run came to). The ways
+// differ only in how `next` finds the run in progress (a pointer on the caller's stack, the store's `closureEnd` for
+// the lane holder, a thread-local frame for a side effect) and in how the updater is applied (specialised or through
+// its witness; its change told to the listeners now or recorded for the batch).
+
+/// What a dispatched item is: the one place both of its witnesses are asked.
+@usableFromInline
+enum ItemKind {
+    case stateUpdater(any AnyStateUpdater)
+    case sideEffect(any AnySideEffect)
+    /// Both kinds at once: refused (``KatanaError/ambiguousDispatchable(_:)``).
+    case ambiguous
+    /// Neither kind: refused (``KatanaError/notDispatchable(_:)``).
+    case neither
+
+    @inlinable
+    init(of item: any Dispatchable) {
+        if let updater = item._katanaStateUpdater {
+            self = item._katanaSideEffect == nil ? .stateUpdater(updater) : .ambiguous
+        } else if let sideEffect = item._katanaSideEffect {
+            self = .sideEffect(sideEffect)
+        } else {
+            self = .neither
+        }
+    }
+}
+
+/// What the end of one run of an interceptor chain saw: whether `next` reached it, whether it applied the updater, and
+/// what an interceptor forwarded instead. Trivial, so nothing has to destroy it: the replacement, rare, is kept retained
+/// in a box and taken once, by the run's result (`updaterChainResult`, `sideEffectChainResult`).
+@usableFromInline
+struct ChainEnd {
+    @usableFromInline var nextCalled = false
+    /// Whether `next` applied the state updater (so an error thrown afterwards must say it was applied).
+    @usableFromInline var applied = false
+    @usableFromInline var replacementBox: Unmanaged<ReplacementBox>?
+    @inlinable init() {}
+
+    /// Whether the run ended the plain way: the item passed on and applied, nothing forwarded instead.
+    @inlinable var appliedAsDispatched: Bool { applied && replacementBox == nil }
+
+    /// Keeps `item` as what reached the end instead of an updater to apply (once per run: `reachEnd` lets one through).
+    @usableFromInline
+    mutating func setReplacement(_ item: any Dispatchable) {
+        replacementBox?.release()
+        replacementBox = Unmanaged.passRetained(ReplacementBox(item))
+    }
+
+    /// The replacement, if any, giving up the box (called once, by the run's result).
+    @inlinable
+    mutating func takeReplacement() -> (any Dispatchable)? {
+        guard let box = replacementBox else { return nil }
+        replacementBox = nil
+        return box.takeRetainedValue().item
+    }
+}
+
+/// What an interceptor forwarded instead of the item it was given, kept by a ``ChainEnd`` until its run is over.
+@usableFromInline
+final class ReplacementBox {
+    @usableFromInline let item: any Dispatchable
+    init(_ item: any Dispatchable) { self.item = item }
+}
+
 extension PartialStore {
+    // MARK: The rules
+
+    /// The rule for every `next` that reaches the end of a chain: the first one goes on to the end (true); any later
+    /// one — an interceptor calling `next` twice, or keeping it and calling it after its run — dispatches the item
+    /// anew, past the interceptors (false). Guarded by `InterceptorTests`' second-`next` tests, for every kind of run.
+    @inlinable @inline(__always)
+    final func reachEnd(_ end: inout ChainEnd, with item: @autoclosure () -> any Dispatchable) -> Bool {
+        if _fastPath(!end.nextCalled) {
+            end.nextCalled = true
+            return true
+        }
+        dispatchPastInterceptors(item())
+        return false
+    }
+
+    /// A `next` after the first, or after its run ended: the item is dispatched as new, without the interceptors.
+    @usableFromInline @inline(never)
+    final func dispatchPastInterceptors(_ item: any Dispatchable) {
+        _ = anyDispatch(item, parentID: 0, bypassInterceptors: true)
+    }
+
+    /// The end of an updater's chain: the first `next` applies what it passes when that is a state updater (with
+    /// `apply`: inline, telling the listeners, or for a batch, recording the change), and keeps anything else as the
+    /// replacement.
+    @inlinable @inline(__always)
+    final func endOfUpdaterChain(
+        _ item: any Dispatchable, _ end: inout ChainEnd, apply: (any AnyStateUpdater) throws -> Void
+    ) throws {
+        guard reachEnd(&end, with: item) else { return }
+        guard case let .stateUpdater(updater) = ItemKind(of: item) else {
+            end.setReplacement(item)
+            return
+        }
+        try apply(updater)
+        end.applied = true
+    }
+
+    /// The end of an updater's chain for an item known to be the dispatched updater, of its type `U`: applied
+    /// specialised, without asking the item what it is.
+    @inlinable @inline(__always)
+    final func endOfUpdaterChain<U: AnyStateUpdater>(
+        typed updater: U, _ end: inout ChainEnd, apply: (U) throws -> Void
+    ) throws {
+        guard reachEnd(&end, with: updater) else { return }
+        try apply(updater)
+        end.applied = true
+    }
+
+    /// The end of a side effect's chain: the first `next` keeps what it passes, which `sideEffectChainResult` runs.
+    @inlinable
+    final func endOfSideEffectChain(_ item: any Dispatchable, _ end: inout ChainEnd) {
+        guard reachEnd(&end, with: item) else { return }
+        end.setReplacement(item)
+    }
+
+    /// What an updater's run through the interceptors came to, and its outcome for the trace. Takes the replacement.
+    @inlinable
+    final func updaterChainResult(
+        _ updater: any AnyStateUpdater, _ end: inout ChainEnd, thrown: (any Error)?
+    ) -> (LaneResult, DispatchOutcome) {
+        let replacement = end.takeReplacement()
+        if let thrown {
+            if end.applied {
+                let failure = InterceptorFailure(error: thrown, item: "\(type(of: updater))")
+                return (.done(KatanaError.appliedButInterceptorThrew(failure)), .appliedWithError)
+            }
+            return (.done(thrown), end.nextCalled ? .error : .blocked)
+        }
+        guard end.nextCalled else { return (.done(nil), .blocked) }
+        guard let replacement else { return (.done(nil), .ok) }
+        if case let .sideEffect(sideEffect) = ItemKind(of: replacement) {
+            return (.replacedBySideEffect(sideEffect), .ok)
+        }
+        return (.done(KatanaError.notDispatchable("\(type(of: replacement))")), .error)
+    }
+
+    // MARK: Running the links
+
+    /// Runs the protocol-form interceptors from `index` on; the last one's `next` calls `end`.
+    @inlinable
+    final func runLinks(_ item: any Dispatchable, from index: Int, end: (any Dispatchable) throws -> Void) throws {
+        guard index < links.count else { return try end(item) }
+        try links[index]._withUnsafeGuaranteedRef { link in
+            try link.interceptor.intercept(item) { forwarded in try runLinks(forwarded, from: index + 1, end: end) }
+        }
+    }
+
+    /// Runs every interceptor on `item`: the protocol-form links, then the closure chain. Without closures the last
+    /// link's `next` calls `end`; the closure chain's last `next` finds the run in progress itself (through
+    /// `closureEnd` or the thread's frame), so `end` is not called then.
+    @inlinable
+    final func runAllInterceptors(_ item: any Dispatchable, end: (any Dispatchable) throws -> Void) throws {
+        guard let chain else { return try runLinks(item, from: 0, end: end) }
+        try runLinksThenClosures(item, chain)
+    }
+
+    /// The protocol-form links, whose last `next` calls the closure chain `chain`.
+    @inlinable @inline(__always)
+    final func runLinksThenClosures(_ item: any Dispatchable, _ chain: Unmanaged<ClosureChain<StoreInterceptorChain>>) throws {
+        if links.isEmpty { try chain(item) } else { try runLinks(item, from: 0) { try chain($0) } }
+    }
+
     /// Runs the protocol-form interceptors on a state updater, the leading typed ones in their typed form: while each
     /// passes the updater on with `next`, it stays of its type `U` and the chain's end applies it specialised; from
     /// the first erased interceptor on, or what an interceptor forwards instead, the rest of the chain runs erased.
@@ -41,125 +208,101 @@ extension PartialStore {
 
     /// The end for the updater passed on in its own type: applied specialised (inlined into `next`).
     @inlinable @inline(__always)
-    static func typedEnd<U: AnyStateUpdater>(
-        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>
-    ) throws {
+    static func typedEnd<U: AnyStateUpdater>(_ updater: U, _ run: UnsafeMutablePointer<TypedRun>) throws {
         try run.pointee.store._withUnsafeGuaranteedRef {
-            try $0.typedLinkEnd(updater, &run.pointee.end, run.pointee.thread)
+            try $0.inlineEnd(typed: updater, &run.pointee.end, run.pointee.thread)
         }
     }
 
     /// The end for an item passed on erased, or forwarded instead (rare: kept out of `next`).
     @inlinable @inline(never)
-    static func erasedEnd(
-        _ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>
-    ) throws {
+    static func erasedEnd(_ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>) throws {
         try run.pointee.store._withUnsafeGuaranteedRef {
-            try $0.linkEnd(item, &run.pointee.end, run.pointee.thread)
+            try $0.inlineEnd(item, &run.pointee.end, run.pointee.thread)
         }
     }
 
-    /// Runs the protocol-form interceptors from `index` on; the last one's `next` calls `end`.
-    @inlinable
-    final func runLinks(_ item: any Dispatchable, from index: Int, end: (any Dispatchable) throws -> Void) throws {
-        guard index < links.count else { return try end(item) }
-        try links[index]._withUnsafeGuaranteedRef { link in
-            try link.interceptor.intercept(item) { forwarded in try runLinks(forwarded, from: index + 1, end: end) }
-        }
-    }
+    // MARK: A queued updater's run, and a side effect's
 
+    /// Runs a queued updater (or one applied inline for listeners on their executor) through the interceptors; its
+    /// change is recorded for the batch's listeners. The closure chain's last `next` reaches this run through
+    /// `closureEnd`, as an inline run does: only the lane holder applies updaters.
     @inlinable
     final func runUpdaterChain(_ updater: any AnyStateUpdater, recordChanges: Bool) -> (LaneResult, DispatchOutcome) {
-        guard let chain else { return runUpdaterLinks(updater, recordChanges: recordChanges) }
-        // Closures: their end (`interceptedNext`) finds this interception in thread-local storage.
-        var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .stateUpdater, recordChanges: recordChanges,
-                                      applyUpdater: { store, updater, record throws(KatanaError) in
-                                          try unsafeDowncast(store, to: PartialStore<S>.self).apply(updater, recordChanges: record)
-                                      })
-        let links = !self.links.isEmpty
-        let thrown: (any Error)? = InterceptionFrames.with(&frame) {
-            do {
-                if links { try runLinks(updater, from: 0) { try chain($0) } } else { try chain(updater) }
-                return nil
-            } catch {
-                return error
-            }
-        }
-        return chainResult(updater, thrown: thrown, nextCalled: frame.nextCalled, applied: frame.applied,
-                           replacement: frame.replacement)
-    }
-
-    /// `runUpdaterChain` with protocol-form interceptors only: the chain's end is a closure on this stack.
-    @inlinable
-    final func runUpdaterLinks(_ updater: any AnyStateUpdater, recordChanges: Bool) -> (LaneResult, DispatchOutcome) {
+        var run = QueuedRun(store: Unmanaged.passUnretained(self), recordChanges: recordChanges)
         var thrown: (any Error)?
-        var nextCalled = false, applied = false
-        var replacement: (any Dispatchable)?
         do {
-            try runLinks(updater, from: 0) { item in
-                guard !nextCalled else {
-                    _ = anyDispatch(item, parentID: 0, bypassInterceptors: true)
-                    return
+            try withUnsafeMutablePointer(to: &run) { pointer in
+                // The protocol-form links alone end here; the closure chain's last `next` ends in `closureEnd`.
+                let end = { (item: any Dispatchable) throws in
+                    try self.queuedEnd(item, &pointer.pointee.end, recordChanges: recordChanges)
                 }
-                nextCalled = true
-                if let updater = item._katanaStateUpdater, item._katanaSideEffect == nil {
-                    do { try apply(updater, recordChanges: recordChanges) } catch { throw KatanaError.surfaced(error) }
-                    applied = true
-                } else {
-                    replacement = item
+                guard chain != nil else { return try runAllInterceptors(updater, end: end) }
+                try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: currentThreadID, end: { item, raw in
+                    let run = raw.assumingMemoryBound(to: QueuedRun.self)
+                    try run.pointee.store._withUnsafeGuaranteedRef {
+                        try $0.queuedEnd(item, &run.pointee.end, recordChanges: run.pointee.recordChanges)
+                    }
+                }) {
+                    try runAllInterceptors(updater, end: end)
                 }
             }
         } catch {
             thrown = error
         }
-        return chainResult(updater, thrown: thrown, nextCalled: nextCalled, applied: applied, replacement: replacement)
+        return updaterChainResult(updater, &run.end, thrown: thrown)
     }
 
-    /// What an updater's pass through the interceptors comes to, and its outcome for the trace.
+    /// A queued updater's chain end: applied, its change recorded for the batch (see `applyLocked`).
     @inlinable
-    final func chainResult(
-        _ updater: any AnyStateUpdater, thrown: (any Error)?, nextCalled: Bool, applied: Bool, replacement: (any Dispatchable)?
-    ) -> (LaneResult, DispatchOutcome) {
-        if let thrown {
-            if applied {
-                let failure = InterceptorFailure(error: thrown, item: "\(type(of: updater))")
-                return (.done(KatanaError.appliedButInterceptorThrew(failure)), .appliedWithError)
-            }
-            return (.done(thrown), nextCalled ? .error : .blocked)
+    final func queuedEnd(_ item: any Dispatchable, _ end: inout ChainEnd, recordChanges: Bool) throws {
+        try endOfUpdaterChain(item, &end) { updater in
+            do { try apply(updater, recordChanges: recordChanges) } catch { throw KatanaError.surfaced(error) }
         }
-        guard nextCalled else { return (.done(nil), .blocked) }
-        guard let replacement else { return (.done(nil), .ok) }
-        if let sideEffect = replacement._katanaSideEffect, replacement._katanaStateUpdater == nil {
-            return (.replacedBySideEffect(sideEffect), .ok)
-        }
-        return (.done(KatanaError.notDispatchable("\(type(of: replacement))")), .error)
     }
 
-    /// The end of the interceptor chain.
+    /// The closure chain's last `next` when no updater run of this thread is in progress in `closureEnd`: a side
+    /// effect's run (found in this thread's frame), or a `next` made after its run ended, or from another thread.
     @usableFromInline
-    final func interceptedNext(_ item: any Dispatchable) throws {
-        if let frame = InterceptionFrames.current(for: ObjectIdentifier(self)), !frame.pointee.nextCalled {
-            frame.pointee.nextCalled = true
-            if frame.pointee.kind == .stateUpdater, let updater = item._katanaStateUpdater, item._katanaSideEffect == nil {
-                do {
-                    if let applyUpdater = frame.pointee.applyUpdater {
-                        try applyUpdater(self, updater, frame.pointee.recordChanges)
-                    } else {
-                        try apply(updater, recordChanges: frame.pointee.recordChanges)
-                    }
-                } catch { throw KatanaError.surfaced(error) }
-                frame.pointee.applied = true
-            } else {
-                frame.pointee.replacement = item
-            }
-            return
+    final func closureChainEnd(_ item: any Dispatchable) throws {
+        guard let frame = InterceptionFrames.current(for: ObjectIdentifier(self)) else {
+            return dispatchPastInterceptors(item)
         }
-        // A second call, or one made after the handler returned: dispatch anew, past the interceptors.
-        _ = anyDispatch(item, parentID: 0, bypassInterceptors: true)
+        endOfSideEffectChain(item, &frame.pointee.end)
+    }
+
+    /// Runs a side effect's interceptors on its task; returns what the run came to and the item to run next.
+    @inlinable
+    final func runSideEffectChain(_ sideEffect: any AnySideEffect) -> (thrown: (any Error)?, end: ChainEnd) {
+        var frame = InterceptionFrame(store: ObjectIdentifier(self))
+        let thrown: (any Error)? = InterceptionFrames.with(&frame) { frame in
+            do {
+                try runAllInterceptors(sideEffect) { endOfSideEffectChain($0, &frame.pointee.end) }
+                return nil
+            } catch {
+                return error
+            }
+        }
+        return (thrown, frame.end)
+    }
+
+    /// A queued updater's run through the closure chain, on the lane holder's stack (reached through `closureEnd`).
+    @usableFromInline
+    struct QueuedRun {
+        /// Unretained: the caller holds the store.
+        @usableFromInline let store: Unmanaged<PartialStore<S>>
+        @usableFromInline var end = ChainEnd()
+        @usableFromInline let recordChanges: Bool
+
+        @inlinable
+        init(store: Unmanaged<PartialStore<S>>, recordChanges: Bool) {
+            self.store = store
+            self.recordChanges = recordChanges
+        }
     }
 }
 
-/// Composes Katana's interceptors into one chain whose last `next` ends an inline run through `end`, or else calls
+/// Composes Katana's interceptors into one chain whose last `next` ends a run in progress through `end`, or else calls
 /// `elsewhere`. Generic over the chain's result on purpose: the interceptors arrive in an array, which holds function
 /// values in their most general form (a result returned indirectly), and code that names their concrete type wraps
 /// each one taken out of it (and each `next` passed into it) in a re-abstraction thunk — two more calls per link on

@@ -2,99 +2,7 @@ import CKatanaTraceProvider
 import Dispatch
 import Synchronization
 
-/// Whether a thread holds the lane, whether updaters were queued in it since it was taken, and whether the store still
-/// holds what is dispatched before it is ready: one atomic byte, so that the common dispatch — the store ready, the
-/// lane idle with nothing queued — takes the lane with one compare-and-swap (``tryTake(thread:)``) and gives it back
-/// with another (``releaseIfNothingQueued()``), without `laneLock`. Everything else that changes it does so with
-/// `laneLock` held, by compare-and-swap where a lock-free taker could change it meanwhile: a producer that queues sets
-/// `queued`, so it either lands before the holder's give-back (which then fails, and the holder takes the lock and
-/// helps drain the lane) or sees the lane idle and takes it.
-@usableFromInline
-final class LaneWord: Sendable {
-    @usableFromInline static let busy: UInt8 = 1
-    @usableFromInline static let queued: UInt8 = 2
-    /// The store is not ready: what is dispatched is held (see ``LaneState/held``), so nothing takes the lane
-    /// lock-free. Cleared once, when the store becomes ready (``LaneState/takeHeld()``).
-    @usableFromInline static let holding: UInt8 = 4
-    @usableFromInline let bits = Atomic<UInt8>(LaneWord.holding)
-    /// The thread that holds the lane (meaningful while `busy`): written by the taker, read by producers deciding
-    /// whether to wait for room, and by debug checks.
-    @usableFromInline let owner = Atomic<UInt>(0)
-    @usableFromInline init() {}
-
-    /// Takes the lane if the store is ready and the lane idle with nothing queued: then the caller holds it, applies
-    /// its own updater and gives it back (``releaseIfNothingQueued()``, else under `laneLock`). `false`: take
-    /// `laneLock` and arrive (``LaneState/arrive(thread:ignoringHeld:canWait:)``).
-    @inlinable @inline(__always)
-    func tryTake(thread: UInt) -> Bool {
-        guard bits.compareExchange(expected: 0, desired: LaneWord.busy, ordering: .acquiring).exchanged else {
-            return false
-        }
-        owner.store(thread, ordering: .relaxed)
-        return true
-    }
-
-    /// `tryTake` for a lane another thread holds: watches the word for up to `nanoseconds` and takes the lane the
-    /// moment it is idle with nothing queued — also through a holder's helping turn, so the waiter goes right
-    /// after the work queued before it. `false`: queue instead (also at once for the holder itself, an updater or
-    /// listener dispatching, and before the store is ready).
-    ///
-    /// A back-off, not a lock: the dispatch never waits longer than this, and a holder that stays (a slow updater,
-    /// a long backlog) makes it queue as before. See `PartialStore.laneWaitNanoseconds` for why and what it costs.
-    ///
-    /// The first ``looksWithoutPause`` looks come back to back, so a short hold is noticed at once. After them the
-    /// waiter pauses between looks (`katana_cpu_relax`), twice as long each time, up to ``maxPausesBetweenLooks``:
-    /// each look pulls the word's line to this core and the holder's next take pulls it back, so a waiter looking
-    /// back to back slowed the very holder it waited for — the one that keeps taking the lane between its own
-    /// dispatches while another producer waits (`katana-bench micro --only two-producers`, pausing against looking
-    /// back to back, interleaved).
-    /// Out of line: only a dispatch that found the lane busy calls it, and the common dispatch's code stays as it was.
-    @usableFromInline @inline(never)
-    func spinTake(thread: UInt, nanoseconds: UInt64) -> Bool {
-        if owner.load(ordering: .relaxed) == thread { return false }
-        var deadline: UInt64 = 0
-        var looks = 0
-        var pauses = 0  // 0 while looking back to back
-        while true {
-            let bits = bits.load(ordering: .relaxed)
-            if bits & LaneWord.holding != 0 { return false }
-            if bits == 0, tryTake(thread: thread) { return true }
-            if pauses == 0 {
-                looks &+= 1
-                guard looks & 63 == 0 else { continue }
-                if looks == LaneWord.looksWithoutPause { pauses = 1 }
-            } else {
-                for _ in 0..<pauses { katana_cpu_relax() }
-                if pauses < LaneWord.maxPausesBetweenLooks { pauses &*= 2 }
-            }
-            // Every 64 looks back to back, then after every pause.
-            let now = DispatchTime.now().uptimeNanoseconds
-            if deadline == 0 {
-                deadline = now &+ nanoseconds
-            } else if now >= deadline {
-                return false
-            }
-        }
-    }
-
-    /// Looks at a busy lane's word in `spinTake` before the waiter starts pausing between them (a multiple of 64).
-    @usableFromInline static let looksWithoutPause = 128
-
-    /// The most pauses between two looks at a busy lane's word in `spinTake`, so a wait that runs out overruns its
-    /// time by at most that many pauses. Fewer looked often enough to slow the holder (`katana-bench micro --only
-    /// two-producers`, interleaved sets of settings); more made waits that run out (a holder helping drain the lane, under
-    /// `run -s mixed`) longer.
-    @usableFromInline static let maxPausesBetweenLooks = 16
-
-    /// The holder's give-back without `laneLock`: succeeds when no updater was queued since the lane was taken (the
-    /// word is exactly `busy`); otherwise the caller takes the lock and calls ``LaneState/release(thread:)``.
-    @inlinable @inline(__always)
-    func releaseIfNothingQueued() -> Bool {
-        bits.compareExchange(expected: LaneWord.busy, desired: 0, ordering: .releasing).exchanged
-    }
-}
-
-/// The updater lane's rules, as a value: who holds the lane, what waits in it, what is held before the store is
+/// The updater lane's rules, as a value: who holds the lane, what waits in it, what is kept before the store is
 /// ready, and the flood policy. Each mutating transition says what the caller must do next; the caller holds the
 /// store's `laneLock` around every call and does the work (applying, tracing, waking, waiting) outside; the holder's
 /// lock-free give-back is ``LaneWord/releaseIfNothingQueued()``. No threads, clocks or locks in here (one atomic
@@ -112,7 +20,7 @@ struct LaneState {
     /// Reset handle cells for queued updaters, handed over by the lane holder (`PartialStore.recycleCells`).
     @usableFromInline var spareCells: [HandleCell] = []
     /// Items dispatched before the store was ready; `nil` once it is.
-    @usableFromInline var held: [HeldItem]? = []
+    @usableFromInline var earlyItems: [EarlyItem]? = []
     /// `pending.count` past which producers with updaters queued wait for room (`Int.max`: no limit).
     @usableFromInline let backlogLimit: Int
     /// Producers waiting for room right now.
@@ -129,29 +37,29 @@ struct LaneState {
         self.word = word
     }
 
-    @inlinable var isHeld: Bool { held != nil }
+    @inlinable var beforeReady: Bool { earlyItems != nil }
 
     /// What a producer must do with a new updater.
     @usableFromInline enum Arrival: Equatable {
-        /// The store is not ready: hold it (``hold(_:)``).
-        case hold
+        /// The store is not ready: keep it until it is (``keepUntilReady(_:)``).
+        case keepUntilReady
         /// The lane is busy: queue it (``enqueue(_:)``) and return; the holder applies it.
         case enqueue
         /// The lane is full and this producer already has updaters in it: wait for room, then arrive again.
         case waitForRoom
         /// The lane was idle and empty: the caller now holds it, applies its own updater, then ``release()``s.
         case applyInline
-        /// The lane was idle with work left by a holder whose budget ran out: the caller now holds it, queues its
-        /// updater behind that work and helps drain it.
+        /// The lane was idle with work left by a holder that reached its helping limit: the caller now holds
+        /// it, queues its updater behind that work and helps drain it.
         case enqueueAndHelp
     }
 
-    /// A new updater from thread `thread`. With `ignoringHeld`, an item that was held already
+    /// A new updater from thread `thread`. With `ignoringReadiness`, an item that was kept until ready already
     /// (or forwarded by an interceptor) goes to the lane even before the store is marked ready. `canWait: false`
     /// for items that must never wait for room (re-enqueued ones).
     @inlinable @inline(__always)
-    mutating func arrive(thread: UInt, ignoringHeld: Bool = false, canWait: Bool = true) -> Arrival {
-        if !ignoringHeld, isHeld { return .hold }
+    mutating func arrive(thread: UInt, ignoringReadiness: Bool = false, canWait: Bool = true) -> Arrival {
+        if !ignoringReadiness, beforeReady { return .keepUntilReady }
         var bits = word.bits.load(ordering: .acquiring)
         while true {
             if bits & LaneWord.busy != 0 {
@@ -188,7 +96,7 @@ struct LaneState {
         if !woken, progress == seen { stalledAt = seen }
     }
 
-    @inlinable mutating func hold(_ item: HeldItem) { held?.append(item) }
+    @inlinable mutating func keepUntilReady(_ item: EarlyItem) { earlyItems?.append(item) }
     /// Queues an updater. The caller arrived with `.enqueue` (which marked the word `queued`) or holds the lane and
     /// helps drain it (it gives the lane up with the lock, never with ``LaneWord/releaseIfNothingQueued()``).
     @inlinable mutating func enqueue(_ item: LaneItem) { pending.append(item) }
@@ -231,7 +139,7 @@ struct LaneState {
         return true
     }
 
-    /// The holder's helping turn is over (its budget ran out): the lane is given up with what is left in it.
+    /// The holder's helping turn is over (it reached its helping limit): the lane is given up with what is left in it.
     /// `true`: work is left, and the caller must make sure someone takes it (the store's queue).
     @inlinable
     mutating func endTurn(thread: UInt) -> Bool {
@@ -251,16 +159,16 @@ struct LaneState {
         return false
     }
 
-    /// The store became ready: hands over what was held, in order. Items dispatched while those run are held too,
+    /// The store became ready: hands over what was kept, in order. Items dispatched while those run are kept too,
     /// so call again until it returns `nil`, which marks the store ready.
     @inlinable
-    mutating func takeHeld() -> [HeldItem]? {
-        guard let items = held, !items.isEmpty else {
-            held = nil
-            word.bits.bitwiseAnd(~LaneWord.holding, ordering: .releasing)  // from now on, dispatches may take it lock-free
+    mutating func takeEarlyItems() -> [EarlyItem]? {
+        guard let items = earlyItems, !items.isEmpty else {
+            earlyItems = nil
+            word.bits.bitwiseAnd(~LaneWord.notReady, ordering: .releasing)  // from now on, dispatches may take it lock-free
             return nil
         }
-        held = []
+        earlyItems = []
         return items
     }
 
@@ -270,7 +178,7 @@ struct LaneState {
     @inlinable @inline(__always)
     mutating func take(thread: UInt, seen: UInt8) -> UInt8? {
         assert(seen & LaneWord.busy == 0, "the lane was taken twice")
-        let desired = seen & LaneWord.holding | LaneWord.busy | (pending.isEmpty ? 0 : LaneWord.queued)
+        let desired = seen & LaneWord.notReady | LaneWord.busy | (pending.isEmpty ? 0 : LaneWord.queued)
         let (done, now) = word.bits.compareExchange(expected: seen, desired: desired, ordering: .acquiringAndReleasing)
         guard done else { return now }
         word.owner.store(thread, ordering: .relaxed)
@@ -278,12 +186,12 @@ struct LaneState {
     }
 
     /// The holder gives the lane up with `laneLock` held, leaving `queued` set if work is left for the next holder
-    /// (so a lock-free give-back never skips it) and `holding` as it was. While the lane is busy only the holder and
+    /// (so a lock-free give-back never skips it) and `notReady` as it was. While the lane is busy only the holder and
     /// producers holding `laneLock` change the word: a plain store.
     @inlinable @inline(__always)
     mutating func giveUp() {
-        let holding = word.bits.load(ordering: .relaxed) & LaneWord.holding
-        word.bits.store(holding | (pending.isEmpty ? 0 : LaneWord.queued), ordering: .releasing)
+        let notReady = word.bits.load(ordering: .relaxed) & LaneWord.notReady
+        word.bits.store(notReady | (pending.isEmpty ? 0 : LaneWord.queued), ordering: .releasing)
     }
 
     /// Debug builds check that only the lane's holder does the holder's work (swift-nio's habit for event loops).

@@ -6,12 +6,12 @@ import Synchronization
 // Applying other producers' queued updaters: a dispatching thread that finds work behind the lane helps with a bounded
 // amount of it; the store's serial queue drains the rest.
 extension PartialStore {
-    /// Applies pending items on this thread, within the helping limit, then gives the lane up. The budget counts
+    /// Applies pending items on this thread, within the helping limit, then gives the lane up. The limit counts
     /// items, not batches: at most `helpingItemLimit` of them, taken in chunks of 1, 2, 4, … with the clock read
     /// after each chunk, so one slow item (or slow inline listener) ends the turn at once. If work is left, the lane
     /// is released with it still pending: the next dispatching thread takes the lane and continues (under contention
     /// producers take turns, with no thread hop), and a kick on the updater queue guarantees progress if no dispatch
-    /// comes. So one `dispatch` call never applies more than the budget of other threads' items.
+    /// comes. So one `dispatch` call never applies more than the helping limit of other threads' items.
     @inlinable
     final func helpDrain() {
         var left = Self.helpingItemLimit

@@ -27,12 +27,12 @@ extension PartialStore {
             firstTypedLink = list.map { Unmanaged.passRetained($0) }
         }
         if let context, !interceptors.isEmpty {
-            // The chain's last `next`: an updater's inline run on this thread (no weak load, no thread-local lookup)
-            // ends there; a side effect's or a queued item's interception (thread-local frame), or a deferred call,
+            // The chain's last `next`: an updater's run on this thread (the lane holder's: no weak load, no
+            // thread-local lookup) ends in `closureEnd`; a side effect's run (thread-local frame), or a deferred call,
             // goes through the store.
             let elsewhere: @Sendable (any Dispatchable) throws -> Void = { [weak self] item in
                 guard let self else { throw KatanaError.storeReleased }
-                try self.interceptedNext(item)
+                try self.closureChainEnd(item)
             }
             chain = Unmanaged.passRetained(composeChain(interceptors, context: context, end: closureEnd, done: (),
                                                         elsewhere: elsewhere))
@@ -40,16 +40,37 @@ extension PartialStore {
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
         while true {
             laneLock.lock()
-            let taken = lane.takeHeld()
+            let taken = lane.takeEarlyItems()
             if taken == nil { readyForSideEffects.store(true, ordering: .releasing) }
             laneLock.unlock()
             guard let items = taken else { return }
             for item in items {
                 switch item {
-                case let .updater(updater): enqueueExisting(updater, ignoringHeld: true, alreadyTraced: true)
+                case let .updater(updater): enqueueExisting(updater, ignoringReadiness: true, alreadyTraced: true)
                 case let .sideEffect(sideEffect): start(sideEffect)
                 }
             }
+        }
+    }
+
+    /// The store is going away: every item kept until readiness is rejected with `storeReleased` — or, when it was
+    /// cancelled meanwhile, ends so in the trace — and its end is traced too (its enqueue was, as `held`).
+    final func rejectEarlyItems() {
+        for item in lane.earlyItems ?? [] {
+            let cell: HandleCell? = switch item {
+            case let .updater(updater): updater.cell
+            case let .sideEffect(sideEffect): sideEffect.cell
+            }
+            let outcome: DispatchOutcome = cell?.isCancelled ?? false ? .cancelled : .error
+            switch item {
+            case let .updater(updater) where updater.id != 0:
+                tracer.traceDropped(updater, lane: .held, outcome: outcome, failure: KatanaError.storeReleased)
+            case let .sideEffect(sideEffect) where sideEffect.id != 0:
+                tracer.traceDropped(sideEffect, lane: .held, outcome: outcome, failure: KatanaError.storeReleased)
+            default:
+                break
+            }
+            cell?.resolve(.failure(KatanaError.storeReleased))
         }
     }
 }

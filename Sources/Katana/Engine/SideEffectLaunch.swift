@@ -19,9 +19,9 @@ extension PartialStore {
             return DispatchHandle(cell)
         }
         laneLock.lock()
-        if lane.isHeld {
-            if id != 0 { traceEnqueue(item, lane: .held, depth: lane.held?.count ?? 0) }
-            lane.hold(.sideEffect(item))
+        if lane.beforeReady {
+            if id != 0 { traceEnqueue(item, lane: .held, depth: lane.earlyItems?.count ?? 0) }
+            lane.keepUntilReady(.sideEffect(item))
             laneLock.unlock()
             return DispatchHandle(cell)
         }
@@ -29,13 +29,6 @@ extension PartialStore {
         laneLock.unlock()
         start(item)
         return DispatchHandle(cell)
-    }
-
-    @inlinable
-    final func traceEnqueue(_ item: SideEffectItem, lane: DispatchLane, depth: Int) {
-        tracer.dispatchEnqueue(DispatchEnqueueEvent(
-            id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: lane,
-            queueDepth: UInt32(clamping: depth)))
     }
 
     /// Starts a side effect that an interceptor put in place of a state updater.
@@ -54,50 +47,31 @@ extension PartialStore {
     final func intercept(_ item: SideEffectItem) -> SideEffectStep {
         assert(intercepting && !item.bypass, "prepare runs a side effect without interceptors itself")
         let context = makeContext(scope: item.cell)
-        var thrown: (any Error)?
-        var nextCalled = false
-        var replacement: (any Dispatchable)?
-        if let chain {
-            var frame = InterceptionFrame(store: ObjectIdentifier(self), kind: .sideEffect, recordChanges: false)
-            thrown = InterceptionFrames.with(&frame) {
-                do {
-                    try runLinks(item.sideEffect, from: 0) { try chain($0) }
-                    return nil
-                } catch {
-                    return error
-                }
-            }
-            (nextCalled, replacement) = (frame.nextCalled, frame.replacement)
-        } else {
-            do {
-                try runLinks(item.sideEffect, from: 0) { forwarded in
-                    guard !nextCalled else {
-                        _ = anyDispatch(forwarded, parentID: 0, bypassInterceptors: true)
-                        return
-                    }
-                    nextCalled = true
-                    replacement = forwarded
-                }
-            } catch {
-                thrown = error
-            }
-        }
+        var (thrown, end) = runSideEffectChain(item.sideEffect)
+        let toRun = end.takeReplacement()
         if let thrown { return .done(.blocked, .failure(thrown)) }
-        guard nextCalled, let toRun = replacement else {
+        guard let toRun else {
             if item.cell.acceptsVoid { return .done(.blocked, .success(())) }
             return .done(.blocked, .failure(KatanaError.returningSideEffectNotExecuted("\(type(of: item.sideEffect))")))
         }
-        if let sideEffect = toRun._katanaSideEffect, toRun._katanaStateUpdater == nil {
+        switch ItemKind(of: toRun) {
+        case let .sideEffect(sideEffect):
             return .body(sideEffect, context)
-        }
-        if let updater = toRun._katanaStateUpdater, toRun._katanaSideEffect == nil {
+        case let .stateUpdater(updater):
             // An interceptor forwarded a state updater instead: it goes down the lane, and this handle resolves
             // when it has been applied.
             let (id, name) = traceIdentity(of: type(of: updater))
             enqueueExisting(LaneItem(updater: updater, cell: item.cell, id: id, parentID: item.parentID, name: name, bypass: true),
-                            ignoringHeld: true, alreadyTraced: false)
+                            ignoringReadiness: true, alreadyTraced: false)
             return .done(.ok, nil)
+        case .ambiguous, .neither:
+            return .done(.error, .failure(KatanaError.notDispatchable("\(type(of: toRun))")))
         }
-        return .done(.error, .failure(KatanaError.notDispatchable("\(type(of: toRun))")))
+    }
+
+    /// A context for a side effect (or, with no scope, for the interceptors): a `SideEffectContext` of the store's
+    /// own types, so Katana 6's `context as? SideEffectContext<S, D>` works on what it receives.
+    @usableFromInline final func makeContext(scope: HandleCell?) -> any AnySideEffectContext {
+        sideEffects.contextPrototype.withScope(scope)
     }
 }

@@ -196,24 +196,18 @@ enum SideEffectRunner {
         let cell = item.cell
         guard cell.claim() else {
             // Cancelled before it started: the handle already says so.
-            if item.id != 0 {
-                registry.tracer.dispatchDropped(id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!,
-                                                lane: .sideEffectPool, outcome: .cancelled)
-            }
+            if item.id != 0 { registry.tracer.traceDropped(item, lane: .sideEffectPool, outcome: .cancelled) }
             return nil
         }
         guard let parallelism = registry.enter(cell) else {
             if item.id != 0 {
-                registry.tracer.dispatchDropped(id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!,
-                                                lane: .sideEffectPool, outcome: .error, failure: KatanaError.storeReleased)
+                registry.tracer.traceDropped(item, lane: .sideEffectPool, outcome: .error, failure: KatanaError.storeReleased)
             }
             cell.resolve(.failure(KatanaError.storeReleased))
             return nil
         }
         guard item.id != 0 else { return 0 }
-        registry.tracer.dispatchBegin(DispatchBeginEvent(
-            id: item.id, parentID: item.parentID, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
-            parallelism: UInt32(clamping: parallelism)))
+        registry.tracer.traceBegin(item, lane: .sideEffectPool, parallelism: parallelism)
         return registry.budgets.start(for: type(of: item.sideEffect))
     }
 
@@ -259,8 +253,7 @@ enum SideEffectRunner {
                                        name: item.name!, tracer: tracer)
             }
             if !cancelled, let failure { tracer.dispatchFailed(id: item.id, error: failure) }
-            tracer.dispatchEnd(DispatchEndEvent(id: item.id, kind: .sideEffect, name: item.name!, lane: .sideEffectPool,
-                                                outcome: cancelled ? .cancelled : outcome))
+            tracer.traceEnd(item, lane: .sideEffectPool, outcome: cancelled ? .cancelled : outcome)
         }
         return cancelled
     }

@@ -63,103 +63,9 @@ struct FinishedUpdater {
 }
 
 @usableFromInline
-enum HeldItem {
+enum EarlyItem {
     case updater(LaneItem)
     case sideEffect(SideEffectItem)
-}
-
-@usableFromInline
-final class ListenerBox<S: State>: Sendable {
-    /// Called with `(old, new)`; a new-state listener is wrapped to ignore `old` (one closure either way: an optional
-    /// per form cost unwrapping and reference counting on every call: the callgrind gate's `listeners_4`).
-    @usableFromInline let listener: @Sendable (S, S) -> Void
-    /// Whether it needs the state before each change (so the store must keep a copy of it).
-    @usableFromInline let needsOldState: Bool
-    @usableFromInline let active = Atomic<Bool>(true)
-
-    @inlinable
-    init(_ listener: @escaping @Sendable (S, S) -> Void) {
-        self.listener = listener
-        needsOldState = true
-    }
-
-    @inlinable
-    init(newState listener: @escaping @Sendable (S) -> Void) {
-        self.listener = { _, new in listener(new) }
-        needsOldState = false
-    }
-
-    @usableFromInline
-    func deactivate() { active.store(false, ordering: .releasing) }
-
-    @inlinable @inline(__always)
-    func call(_ old: S, _ new: S) {
-        if active.load(ordering: .acquiring) { listener(old, new) }
-    }
-
-    /// For a change delivered without its old state (no listener needs it): only new-state listeners get these.
-    @inlinable @inline(__always)
-    func call(new: S) {
-        if active.load(ordering: .acquiring) { listener(new, new) }
-    }
-}
-
-extension Array {
-    /// Tells every listener in this list of a change. Each box is called without being retained: the list, which
-    /// the caller holds for the whole loop, keeps them all alive (`for listener in listeners` retained and released
-    /// each one: two atomic operations per listener per change; the callgrind gate's `listeners_4`).
-    @inlinable @inline(__always)
-    func tell<S: State>(_ old: S, _ new: S) where Element == ListenerBox<S> {
-        withUnsafeBufferPointer { boxes in
-            for index in boxes.indices {
-                Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef { $0.call(old, new) }
-            }
-        }
-    }
-
-    /// Tells every new-state listener in this list of a change, as ``tell(_:_:)`` does.
-    @inlinable @inline(__always)
-    func tell<S: State>(new: S) where Element == ListenerBox<S> {
-        withUnsafeBufferPointer { boxes in
-            for index in boxes.indices {
-                Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef { $0.call(new: new) }
-            }
-        }
-    }
-}
-
-/// How an inline run through the protocol-form interceptors is traced: by its lane item, or not at all
-/// (``UntracedRun``, whose calls vanish once specialised).
-@usableFromInline
-protocol InlineRunTrace {
-    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32)
-    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
-                          outcome: DispatchOutcome, failure: (any Error)?)
-}
-
-/// An untraced inline run: no lane item, nothing to emit.
-@usableFromInline
-struct UntracedRun: InlineRunTrace {
-    @inlinable init() {}
-    @inlinable
-    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) { (0, 0) }
-    @inlinable
-    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
-                          outcome: DispatchOutcome, failure: (any Error)?) {}
-}
-
-extension LaneItem: InlineRunTrace {
-    @inlinable
-    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
-        id != 0 ? store.traceStart(self, lane: .updaterInline, combined: combined) : (0, 0)
-    }
-    @inlinable
-    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
-                          outcome: DispatchOutcome, failure: (any Error)?) {
-        guard id != 0 else { return }
-        if let failure { store.traceFailure(id, failure) }
-        store.traceFinish(self, lane: .updaterInline, combined: combined, started: started, outcome: outcome)
-    }
 }
 
 /// A typed interceptor of a store's configuration and the typed one after it (`nil` after the last typed one);
@@ -210,18 +116,4 @@ final class TypedLinkOf<I: TypedDispatchInterceptor>: TypedLink {
 /// A link for `interceptor`, holding it as its own type (an existential argument is opened).
 func makeTypedLink<I: TypedDispatchInterceptor>(_ interceptor: I, index: Int, next: TypedLink?, isLast: Bool) -> TypedLink {
     TypedLinkOf(interceptor, index: index, next: next, isLast: isLast)
-}
-
-extension TraceBackend {
-    /// An item that ends without running: cancelled before it started, or rejected because its store went away
-    /// before it was ready. Its begin and its end, one after the other, so that every enqueue in a trace has both:
-    /// the trace toolkit pairs all three, and a distributed-tracing span (started at the enqueue) ends here, with the
-    /// error when there is one. `failure` is reported for an outcome of `.error` only.
-    @usableFromInline
-    func dispatchDropped(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane,
-                         outcome: DispatchOutcome, failure: (any Error)? = nil) {
-        dispatchBegin(DispatchBeginEvent(id: id, parentID: parentID, kind: kind, name: name, lane: lane, parallelism: 0))
-        if outcome == .error, let failure { dispatchFailed(id: id, error: failure) }
-        dispatchEnd(DispatchEndEvent(id: id, kind: kind, name: name, lane: lane, outcome: outcome))
-    }
 }

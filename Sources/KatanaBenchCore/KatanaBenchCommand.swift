@@ -4,11 +4,11 @@ import KatanaTrace
 
 /// The `katana-bench` command. Its entry point (`Sources/katana-bench`) links the LTTng provider; this module does
 /// not, so the package's test binary can use the commands without loading liblttng-ust.
-public struct KatanaBench: AsyncParsableCommand {
+public struct KatanaBenchCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "katana-bench",
         abstract: "Stress a Katana Store and report latency histograms.",
-        version: "katana-bench \(KatanaBench.version) (tracing provider: \(LinkedLTTng.backend == nil ? "none linked" : "lttng-ust"))",
+        version: "katana-bench \(KatanaBenchCommand.version) (tracing provider: \(LinkedLTTng.backend == nil ? "none linked" : "lttng-ust"))",
         subcommands: [Run.self, Compare.self, Merge.self, Micro.self, Workload.self],
         defaultSubcommand: Run.self
     )
@@ -21,7 +21,7 @@ public struct KatanaBench: AsyncParsableCommand {
     /// The entry point: ArgumentParser's, with one exit-code convention for every command — 0 ok, 1 a regression
     /// (`compare`), 2 bad input or usage (ArgumentParser's own usage errors would exit 64).
     public static func mainWithExitCodes(_ arguments: [String]? = nil) async -> Int32 {
-        await runWithExitCodes(KatanaBench.self, arguments)
+        await runWithExitCodes(KatanaBenchCommand.self, arguments)
     }
 }
 

@@ -25,7 +25,7 @@ struct CountingIncrement: StateUpdater {
     }
 }
 
-@Suite struct LaneBudgetTests {
+@Suite struct LaneHelpingLimitTests {
     /// Holds the lane on thread A with a blocking updater, lets thread B queue `count` updaters, releases A, and
     /// returns how many of B's updaters A's single `dispatch` call applied before it returned.
     func appliedByOneCall(_ store: TestStore, queued count: Int) async -> Int {
@@ -48,7 +48,7 @@ struct CountingIncrement: StateUpdater {
         return returned.load(ordering: .relaxed)
     }
 
-    @Test func oneDispatchCallAppliesAtMostTheBudgetOfOtherThreadsItems() async throws {
+    @Test func oneDispatchCallAppliesAtMostTheHelpingLimitOfOtherThreadsItems() async throws {
         let store = makeStore()
         let applied = await appliedByOneCall(store, queued: 100_000)
         #expect(applied <= 256, "one dispatch call applied \(applied) of another thread's 100,000 queued updaters")

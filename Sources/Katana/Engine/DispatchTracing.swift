@@ -1,0 +1,162 @@
+import CKatanaTraceProvider
+import KatanaTrace
+
+// Every trace event of a dispatch is emitted from this file: the enqueue, begin, end and drop of an item of either
+// kind (one function each, on the backend), and the store's choices around them — an inline updater's one combined
+// event, a failure before its end, a latency budget's check. (Interval, budget and navigation events come from their
+// own APIs.)
+
+/// A dispatched item as the trace sees it: its ids, its type's name, its kind.
+@usableFromInline
+protocol TracedItem {
+    static var kind: DispatchKind { get }
+    var id: UInt64 { get }
+    var parentID: UInt64 { get }
+    var name: TraceName? { get }
+}
+
+extension LaneItem: TracedItem {
+    @inlinable static var kind: DispatchKind { .stateUpdater }
+}
+
+extension SideEffectItem: TracedItem {
+    @inlinable static var kind: DispatchKind { .sideEffect }
+}
+
+extension TraceBackend {
+    /// An item's `dispatch_enqueue` (call only for traced items: `item.id != 0`).
+    @inlinable
+    func traceEnqueue<I: TracedItem>(_ item: I, lane: DispatchLane, depth: Int) {
+        dispatchEnqueue(DispatchEnqueueEvent(
+            id: item.id, parentID: item.parentID, kind: I.kind, name: item.name!, lane: lane,
+            queueDepth: UInt32(clamping: depth)))
+    }
+
+    /// An item's `dispatch_begin` (call only for traced items).
+    @inlinable
+    func traceBegin<I: TracedItem>(_ item: I, lane: DispatchLane, parallelism: Int) {
+        dispatchBegin(DispatchBeginEvent(
+            id: item.id, parentID: item.parentID, kind: I.kind, name: item.name!, lane: lane,
+            parallelism: UInt32(clamping: parallelism)))
+    }
+
+    /// An item's `dispatch_end` (call only for traced items).
+    @inlinable
+    func traceEnd<I: TracedItem>(_ item: I, lane: DispatchLane, outcome: DispatchOutcome) {
+        dispatchEnd(DispatchEndEvent(id: item.id, kind: I.kind, name: item.name!, lane: lane, outcome: outcome))
+    }
+
+    /// An item that ends without running: cancelled before it started, or rejected because its store went away
+    /// before it was ready. Its begin and its end, one after the other, so that every enqueue in a trace has both:
+    /// the trace toolkit pairs all three, and a distributed-tracing span (started at the enqueue) ends here, with the
+    /// error when there is one. `failure` is reported for an outcome of `.error` only.
+    @usableFromInline
+    func traceDropped<I: TracedItem>(_ item: I, lane: DispatchLane, outcome: DispatchOutcome, failure: (any Error)? = nil) {
+        traceBegin(item, lane: lane, parallelism: 0)
+        if outcome == .error, let failure { dispatchFailed(id: item.id, error: failure) }
+        traceEnd(item, lane: lane, outcome: outcome)
+    }
+}
+
+extension PartialStore {
+    /// An updater's `dispatch_enqueue`.
+    @inlinable
+    final func traceEnqueue(_ item: LaneItem, lane: DispatchLane, depth: Int) {
+        tracer.traceEnqueue(item, lane: lane, depth: depth)
+    }
+
+    /// A side effect's `dispatch_enqueue`.
+    @inlinable
+    final func traceEnqueue(_ item: SideEffectItem, lane: DispatchLane, depth: Int) {
+        tracer.traceEnqueue(item, lane: lane, depth: depth)
+    }
+
+    /// An updater's `dispatch_begin` (call only for traced items: `item.id != 0`).
+    /// Returns the start time when its type has a latency budget (0 otherwise), for `traceEnd`.
+    @inlinable @discardableResult
+    final func traceBegin(_ item: LaneItem, lane: DispatchLane) -> UInt64 {
+        tracer.traceBegin(item, lane: lane, parallelism: sideEffects.count)
+        return budgets.start(for: type(of: item.updater))
+    }
+
+    /// An updater's `dispatch_end` (call only for traced items: `item.id != 0`), after
+    /// `budget_exceeded` when it ran over its type's budget.
+    @inlinable
+    final func traceEnd(_ item: LaneItem, lane: DispatchLane, outcome: DispatchOutcome, started: UInt64 = 0) {
+        if started != 0 {
+            budgets.check(type(of: item.updater), started: started, id: item.id, kind: .stateUpdater, name: item.name!, tracer: tracer)
+        }
+        tracer.traceEnd(item, lane: lane, outcome: outcome)
+    }
+
+    /// Whether the item's type has no latency budget (a budgeted one is traced as three events, to time it).
+    @usableFromInline @inline(never)
+    final func hasNoBudget(_ item: LaneItem) -> Bool { budgets.limit(for: type(of: item.updater)) == nil }
+
+    /// An updater's begin (call only for traced items): when `combined` (an inline updater, a backend that combines,
+    /// no budget) only the start time and the parallelism, for `traceFinish`; else `dispatch_begin` and the budget's
+    /// start time. Out of line, so the untraced fast path stays small enough for the compiler to specialise the
+    /// updater's apply into it.
+    @usableFromInline @inline(never)
+    final func traceStart(_ item: LaneItem, lane: DispatchLane, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+        if combined { return (katana_duration_start(), UInt32(clamping: sideEffects.count)) }
+        return (traceBegin(item, lane: lane), 0)
+    }
+
+    /// An updater's end (call only for traced items): one `updater_inline` event carrying its duration when
+    /// `combined`, else `dispatch_end` after the begin `traceStart` emitted.
+    @usableFromInline @inline(never)
+    final func traceFinish(_ item: LaneItem, lane: DispatchLane, combined: Bool,
+                           started: (started: UInt64, parallelism: UInt32), outcome: DispatchOutcome) {
+        if combined, let emit = nativeUpdaterInline, let name = item.name {
+            emit(item.id, item.parentID, name.cString, name.utf8Count, started.parallelism,
+                 katana_duration_ns(started.started), outcome.rawValue)
+        } else if combined {
+            tracer.updaterInline(UpdaterInlineEvent(
+                id: item.id, parentID: item.parentID, name: item.name!, parallelism: started.parallelism,
+                durationNanoseconds: katana_duration_ns(started.started), outcome: outcome))
+        } else {
+            traceEnd(item, lane: lane, outcome: outcome, started: started.started)
+        }
+    }
+
+    /// Tells the backend what a traced dispatch failed with (before its end event). Out of line: only on failures.
+    @usableFromInline @inline(never)
+    final func traceFailure(_ id: UInt64, _ error: any Error) {
+        tracer.dispatchFailed(id: id, error: error)
+    }
+}
+
+/// How an inline run through the protocol-form interceptors is traced: by its lane item, or not at all
+/// (``UntracedRun``, whose calls vanish once specialised).
+@usableFromInline
+protocol InlineRunTrace {
+    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32)
+    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+                          outcome: DispatchOutcome, failure: (any Error)?)
+}
+
+/// An untraced inline run: no lane item, nothing to emit.
+@usableFromInline
+struct UntracedRun: InlineRunTrace {
+    @inlinable init() {}
+    @inlinable
+    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) { (0, 0) }
+    @inlinable
+    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+                          outcome: DispatchOutcome, failure: (any Error)?) {}
+}
+
+extension LaneItem: InlineRunTrace {
+    @inlinable
+    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+        id != 0 ? store.traceStart(self, lane: .updaterInline, combined: combined) : (0, 0)
+    }
+    @inlinable
+    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+                          outcome: DispatchOutcome, failure: (any Error)?) {
+        guard id != 0 else { return }
+        if let failure { store.traceFailure(id, failure) }
+        store.traceFinish(self, lane: .updaterInline, combined: combined, started: started, outcome: outcome)
+    }
+}

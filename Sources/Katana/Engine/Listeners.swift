@@ -1,0 +1,73 @@
+import Synchronization
+
+// Listeners: registering and unsubscribing them, the boxes they live in, and telling them of a change. (When a change
+// is delivered — now, for an updater applied inline, or after a batch — is `Applying.swift`'s `applyAndNotify` and
+// `deliverChanges`.)
+extension PartialStore {
+    final func subscribe(_ box: ListenerBox<S>) -> StoreUnsubscribe {
+        changeListeners {
+            $0.append(box)
+        }
+        return { [weak self] in
+            box.deactivate()
+            self?.changeListeners { $0.removeAll { $0 === box } }
+        }
+    }
+
+    /// The listeners for the items the lane holder applies next through the batch path, with `keepOldStates` set
+    /// for them (whether each change must keep the state before it). Caller holds `laneLock` and the lane.
+    @inlinable
+    final func listenersForBatch() -> [ListenerBox<S>] {
+        keepOldStates = listenersNeedOldState
+        return listeners
+    }
+
+    /// Changes the listeners with both locks held: the state lock (an updater applied inline reads them under it,
+    /// having taken the lane lock-free) and `laneLock` (the batch paths read them under it), in that order. From
+    /// inside an updater this store is applying on this thread (a misuse), the state lock is this thread's already.
+    final func changeListeners(_ change: (inout [ListenerBox<S>]) -> Void) {
+        let applying = applyingThread.load(ordering: .relaxed) == currentThreadID
+        if !applying { stateLock.lock() }
+        laneLock.lock()
+        change(&listeners)
+        listenersNeedOldState = listeners.contains { $0.needsOldState }
+        laneLock.unlock()
+        if !applying { stateLock.unlock() }
+    }
+}
+
+@usableFromInline
+final class ListenerBox<S: State>: Sendable {
+    /// Called with `(old, new)`; a new-state listener is wrapped to ignore `old` (one closure either way: an optional
+    /// per form cost unwrapping and reference counting on every call: the callgrind gate's `listeners_4`).
+    @usableFromInline let listener: @Sendable (S, S) -> Void
+    /// Whether it needs the state before each change (so the store must keep a copy of it).
+    @usableFromInline let needsOldState: Bool
+    @usableFromInline let active = Atomic<Bool>(true)
+
+    @inlinable
+    init(_ listener: @escaping @Sendable (S, S) -> Void) {
+        self.listener = listener
+        needsOldState = true
+    }
+
+    @inlinable
+    init(newState listener: @escaping @Sendable (S) -> Void) {
+        self.listener = { _, new in listener(new) }
+        needsOldState = false
+    }
+
+    @usableFromInline
+    func deactivate() { active.store(false, ordering: .releasing) }
+
+    @inlinable @inline(__always)
+    func call(_ old: S, _ new: S) {
+        if active.load(ordering: .acquiring) { listener(old, new) }
+    }
+
+    /// For a change delivered without its old state (no listener needs it): only new-state listeners get these.
+    @inlinable @inline(__always)
+    func call(new: S) {
+        if active.load(ordering: .acquiring) { listener(new, new) }
+    }
+}
