@@ -77,12 +77,12 @@ extension PartialStore {
     /// one — an interceptor calling `next` twice, or keeping it and calling it after its run — dispatches the item
     /// anew, past the interceptors (false). Guarded by `InterceptorTests`' second-`next` tests, for every kind of run.
     @inlinable @inline(__always)
-    final func reachEnd(_ end: inout ChainEnd, with item: @autoclosure () -> any Dispatchable) -> Bool {
+    final func reachEnd<Item: Dispatchable>(_ end: inout ChainEnd, with item: Item) -> Bool {
         if _fastPath(!end.nextCalled) {
             end.nextCalled = true
             return true
         }
-        dispatchPastInterceptors(item())
+        dispatchPastInterceptors(item)
         return false
     }
 
