@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "KatanaBench", targets: ["KatanaBench"]),
         .executable(name: "katana-router-example", targets: ["katana-router-example"]),
         .executable(name: "katana-bench", targets: ["katana-bench"]),
+        .executable(name: "katana-trace", targets: ["katana-trace"]),
     ],
     traits: [
         .trait(name: "LTTng", description: "Emit LTTng-UST tracepoints (needs liblttng-ust-dev)."),
@@ -101,6 +102,13 @@ let package = Package(
         .target(
             name: "KatanaBench",
             dependencies: ["KatanaBenchCore", "KatanaLTTng"]
+        ),
+        // The trace toolkit: the package's own CTF reader (C, no library beyond libc) and the `katana-trace` CLI.
+        .target(name: "CKatanaCTF"),
+        .target(name: "KatanaTraceToolkit", dependencies: ["CKatanaCTF"]),
+        .executableTarget(
+            name: "katana-trace",
+            dependencies: ["KatanaTraceToolkit", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .target(name: "KatanaTestSupport", path: "Tests/KatanaTestSupport"),
         .testTarget(

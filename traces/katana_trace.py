@@ -946,6 +946,9 @@ def open_output(path):
 # ---------------------------------------------------------------------------------------------------- native reader
 
 SCANNER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "katana_scan.c")
+# What katana_scan.c includes: the package's CTF reader (its hash is part of the cached build's name too).
+SCANNER_LIBRARY = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Sources", "CKatanaCTF", path)
+                   for path in ("katana_ctf.c", os.path.join("include", "katana_ctf.h"))]
 SCANNER_FLAGS = ["-O2", "-std=gnu11", "-ffp-contract=off"]
 
 
@@ -973,10 +976,12 @@ def native_scanner():
     """katana_scan, built from katana_scan.c beside this file with the machine's C compiler ($CC, else cc, gcc or the
     Swift toolchain's clang) the first time it is needed, and cached under ~/.cache/katana-trace by the source's hash (a changed source builds anew)."""
     try:
-        with open(SCANNER_SOURCE, "rb") as handle:
-            source = handle.read()
+        source = b""
+        for path in [SCANNER_SOURCE] + SCANNER_LIBRARY:
+            with open(path, "rb") as handle:
+                source += handle.read()
     except OSError as error:
-        raise NativeUnavailable(f"{SCANNER_SOURCE}: {error.strerror}") from None
+        raise NativeUnavailable(f"{error.filename}: {error.strerror}") from None
     compiler = os.environ.get("CC") or next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), "cc")
     digest = hashlib.sha256(source + " ".join([compiler] + SCANNER_FLAGS).encode()).hexdigest()[:16]
     directory = scanner_cache()

@@ -1,0 +1,104 @@
+import ArgumentParser
+import Foundation
+import KatanaTraceToolkit
+
+/// `katana-trace`: the trace toolkit of Katana for Linux, built by SwiftPM from this package.
+@main
+struct KatanaTraceCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "katana-trace",
+        abstract: "Read LTTng recordings of Katana stores: latencies, parallelism, nesting, the longest dispatches.",
+        subcommands: [Analyze.self]
+    )
+
+    /// A trace the toolkit cannot read ends with exit status 2 and one line on standard error; bad arguments with
+    /// ArgumentParser's usage message (status 64).
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let refused as Refused {
+            FileHandle.standardError.write(Data((refused.description + "\n").utf8))
+            Foundation.exit(2)
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// Exit status 2 with one line: the trace (or an argument) is the problem.
+struct Refused: Error, CustomStringConvertible {
+    var description: String
+}
+
+struct Analyze: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Per-type latencies, side effects in flight over time, nesting, budget overruns, the longest dispatches.")
+
+    @Argument(help: "The recording: a folder with the trace's metadata and streams (any depth).")
+    var trace: String
+
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    @Option(help: "List the N longest dispatches (service time) with timestamp, id, type, thread and parent chain.")
+    var top: Int?
+
+    @Option(help: "Keep dispatches that began at least S seconds after the trace's first event.")
+    var begin: Double?
+
+    @Option(help: "Keep dispatches that began at most S seconds after it.")
+    var end: Double?
+
+    @Option(name: .customLong("min-duration"), help: "Keep dispatches whose service took at least D (e.g. 500us, 2ms).")
+    var minDuration: String?
+
+    @Flag(help: "Print each type's service-time distribution.")
+    var histogram = false
+
+    func validate() throws {
+        if let top, !(1...100_000).contains(top) { throw ValidationError("--top must be between 1 and 100000, got \(top)") }
+        for (name, value) in [("--begin", begin), ("--end", end)] {
+            if let value, !(value.isFinite && value >= 0) {
+                throw ValidationError("\(name) must be a number of seconds, 0 or more")
+            }
+        }
+        if let begin, let end, end < begin { throw ValidationError("--end (\(end)) is before --begin (\(begin))") }
+        if let minDuration { _ = try Self.duration(minDuration) }
+    }
+
+    /// A duration such as `500us`, `2ms`, `1.5s` or a number of nanoseconds.
+    static func duration(_ text: String) throws -> Int64 {
+        let units: [(String, Double)] = [("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)]
+        var number = Substring(text), scale = 1.0
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            number = text.dropLast(suffix.count)
+            scale = factor
+            break
+        }
+        guard let value = Double(number), value.isFinite, value >= 0, value * scale < 9.2e18 else {
+            throw ValidationError("--min-duration: \(text) is not a duration (e.g. 500us, 2ms, 1.5s)")
+        }
+        return Int64(value * scale)
+    }
+
+    func run() throws {
+        var options = AnalysisOptions()
+        options.top = top ?? 0
+        options.begin = begin
+        options.end = end
+        options.minDurationNanoseconds = try minDuration.map(Self.duration) ?? 0
+        do {
+            let document = try NativeReader.analyzeJSON(trace: trace, options: options)
+            if json {
+                FileHandle.standardOutput.write(document)
+                if document.last != UInt8(ascii: "\n") { print("") }
+                return
+            }
+            let report = try AnalysisReport.decode(document)
+            print(report.text(histogram: histogram))
+        } catch let error as TraceToolkitError {
+            throw Refused(description: "katana-trace: \(error.description)")
+        }
+    }
+}
