@@ -154,7 +154,13 @@ func readerDisagreements(_ trace: String, _ options: [String] = []) async throws
         try #require(report["reader"] as? String == reader, "asked for the \(reader) reader, got \(report["reader"] ?? "?")")
         return report
     }
-    var native = try await report("native"), reference = try await report("babeltrace2")
+    return reportDisagreements(try await report("native"), try await report("babeltrace2"))
+}
+
+/// Where two analysis reports differ, ignoring which reader made each: nothing, or the first differences as
+/// "path: native vs reference". Integers must be equal; floats (means, timeline shares) equal to 1e-9 relative.
+func reportDisagreements(_ native: [String: Any], _ reference: [String: Any]) -> [String] {
+    var native = native, reference = reference
     native["reader"] = nil
     reference["reader"] = nil
     var differences: [String] = []
@@ -164,7 +170,7 @@ func readerDisagreements(_ trace: String, _ options: [String] = []) async throws
         case let (x as [String: Any], y as [String: Any]):
             for key in Set(x.keys).union(y.keys).sorted() {
                 guard let p = x[key], let q = y[key] else {
-                    differences.append("\(path)/\(key): only in \(x[key] == nil ? "babeltrace2" : "native")")
+                    differences.append("\(path)/\(key): only in \(x[key] == nil ? "the reference" : "native")")
                     continue
                 }
                 compare(p, q, "\(path)/\(key)")
@@ -173,7 +179,6 @@ func readerDisagreements(_ trace: String, _ options: [String] = []) async throws
             if x.count != y.count { differences.append("\(path): \(x.count) items vs \(y.count)") }
             for (index, (p, q)) in zip(x, y).enumerated() { compare(p, q, "\(path)[\(index)]") }
         case let (x as NSNumber, y as NSNumber):
-            // Integers exactly; rounded floats (means, timeline shares) to their printed precision.
             func isFloat(_ n: NSNumber) -> Bool { ["d", "f"].contains(String(cString: n.objCType)) }
             let same = isFloat(x) || isFloat(y)
                 ? abs(x.doubleValue - y.doubleValue) <= 1e-9 * max(1, abs(y.doubleValue)) : x == y

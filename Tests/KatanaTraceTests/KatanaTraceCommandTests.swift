@@ -1,0 +1,107 @@
+import Foundation
+import KatanaTestSupport
+import Testing
+
+/// `katana-trace`, the toolkit's SwiftPM-built CLI: its reports against the reference reader, and its answers to
+/// damaged traces and bad arguments.
+enum KatanaTrace {
+    static var executable: URL { builtExecutable(named: "katana-trace") }
+
+    static func run(_ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
+        try await runProcessSuspending(executable, arguments)
+    }
+
+    /// A copy of the sample in a fresh folder, with `damage` done to one of its files (`metadata`, `katana_0`, …).
+    static func damagedSample(_ file: String, _ damage: (inout [UInt8]) -> Void) throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-\(UUID().uuidString)")
+        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: folder.path)
+        let path = folder.appendingPathComponent("ust/uid/0/64-bit").appendingPathComponent(file)
+        var bytes = [UInt8](try Data(contentsOf: path))
+        damage(&bytes)
+        try Data(bytes).write(to: path)
+        return folder
+    }
+
+    /// Replaces the first `text` in `bytes` with `replacement` (same length, so packetized metadata stays whole).
+    static func replace(_ text: String, with replacement: String, in bytes: inout [UInt8]) {
+        let needle = Array(text.utf8), new = Array(replacement.utf8)
+        precondition(needle.count == new.count)
+        guard let start = (0...(bytes.count - needle.count)).first(where: { Array(bytes[$0..<$0 + needle.count]) == needle })
+        else { preconditionFailure("\(text) is not in the file") }
+        bytes.replaceSubrange(start..<start + needle.count, with: new)
+    }
+}
+
+@Suite struct KatanaTraceCommandTests {
+    @Test func analyzeOfTheSampleIsTheCommittedReport() async throws {
+        let analysis = try await KatanaTrace.run(["analyze", Toolkit.sample])
+        try #require(analysis.status == 0, "\(analysis.err)")
+        let golden = try String(contentsOf: Paths.packageRoot.appendingPathComponent("traces/sample-analysis.txt"), encoding: .utf8)
+        #expect(analysis.out == golden)
+    }
+
+    /// The report as JSON equals what babeltrace2 (the reference decoder, through katana_trace.py) gives, for every
+    /// option that changes what is kept or listed.
+    @Test(.enabled(if: Toolkit.bt2Available || LTTngEnvironment.underCI, "needs python3-bt2 (scripts/setup-system.sh)"),
+          arguments: [[], ["--top", "2000"], ["--top", "5", "--begin", "0.004", "--end", "0.008"], ["--min-duration", "5us"]])
+    func analyzeAgreesWithTheReferenceReader(options: [String]) async throws {
+        let mine = try await KatanaTrace.run(["analyze", "--json"] + options + [Toolkit.sample])
+        try #require(mine.status == 0, "\(mine.err)")
+        let reference = try await Toolkit.slowTool(["analyze", "--json", "--reader", "babeltrace2"] + options + [Toolkit.sample])
+        try #require(reference.status == 0, "\(reference.err)")
+        let a = try #require(try JSONSerialization.jsonObject(with: Data(mine.out.utf8)) as? [String: Any])
+        let b = try #require(try JSONSerialization.jsonObject(with: Data(reference.out.utf8)) as? [String: Any])
+        #expect(a["reader"] as? String == "native")
+        let differences = reportDisagreements(a, b)
+        #expect(differences.isEmpty, "\(options): \(differences)")
+    }
+
+    /// Damage a strict reader can tell at once: each ends with status 2, nothing on standard output and one line on
+    /// standard error saying where — never a report.
+    @Test(arguments: [
+        ("metadata", "cut to 100 bytes", "sizes do not add up"),
+        ("katana_0", "byte 1498 flipped (an event header's timestamp)", "timed after the packet's end"),
+        ("katana_0", "byte 13014 flipped (an event header's timestamp)", "timed after the packet's end"),
+        ("metadata", "a ';' missing", "expected ';'"),
+        ("metadata", "an invalid integer encoding", "unknown integer encoding 'nonx'"),
+        ("metadata", "a misspelt clock attribute", "unknown clock attribute 'frex'"),
+    ])
+    func damagedTracesAreRefusedInOneLine(file: String, damage: String, says: String) async throws {
+        let trace = try KatanaTrace.damagedSample(file) { bytes in
+            switch damage {
+            case "cut to 100 bytes": bytes = Array(bytes.prefix(100))
+            case let flip where flip.hasPrefix("byte 1498"): bytes[1498] ^= 0xff
+            case let flip where flip.hasPrefix("byte 13014"): bytes[13014] ^= 0xff
+            case "a ';' missing": KatanaTrace.replace("freq = 1000000000;", with: "freq = 1000000000 ", in: &bytes)
+            case "an invalid integer encoding": KatanaTrace.replace("encoding = none", with: "encoding = nonx", in: &bytes)
+            default: KatanaTrace.replace("freq = ", with: "frex = ", in: &bytes)
+            }
+        }
+        defer { try? FileManager.default.removeItem(at: trace) }
+        let outcome = try await KatanaTrace.run(["analyze", trace.path])
+        #expect(outcome.status == 2, "\(damage): \(outcome.err)")
+        #expect(outcome.out.isEmpty, "\(damage): a report was written for a damaged trace")
+        let lines = outcome.err.split(separator: "\n")
+        #expect(lines.count == 1, "\(damage): \(outcome.err)")
+        #expect(lines.first?.hasPrefix("katana-trace: ") == true && outcome.err.contains(says), "\(damage): \(outcome.err)")
+    }
+
+    @Test(arguments: [
+        (["analyze", "--top", "0", "T"], "--top must be between 1 and 100000"),
+        (["analyze", "--begin", "0.5", "--end", "0.1", "T"], "--end (0.1) is before --begin (0.5)"),
+        (["analyze", "--min-duration", "soon", "T"], "soon is not a duration"),
+        (["analyze", "--begin=-1", "T"], "--begin must be a number of seconds"),
+    ])
+    func badArgumentsAreUsageErrors(arguments: [String], says: String) async throws {
+        let outcome = try await KatanaTrace.run(arguments.map { $0 == "T" ? Toolkit.sample : $0 })
+        #expect(outcome.status == 64, "\(arguments): \(outcome.err)")
+        #expect(outcome.err.contains(says), "\(arguments): \(outcome.err)")
+        #expect(outcome.out.isEmpty)
+    }
+
+    @Test func aMissingTraceIsOneLine() async throws {
+        let outcome = try await KatanaTrace.run(["analyze", "/nonexistent/trace"])
+        #expect(outcome.status == 2)
+        #expect(outcome.err == "katana-trace: /nonexistent/trace: not a directory\n")
+    }
+}
