@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "katana-router-example", targets: ["katana-router-example"]),
         .executable(name: "katana-bench", targets: ["katana-bench"]),
         .executable(name: "katana-trace", targets: ["katana-trace"]),
+        .plugin(name: "KatanaTracePlugin", targets: ["KatanaTracePlugin"]),
     ],
     traits: [
         .trait(name: "LTTng", description: "Emit LTTng-UST tracepoints (needs liblttng-ust-dev)."),
@@ -109,6 +110,14 @@ let package = Package(
         .executableTarget(
             name: "katana-trace",
             dependencies: ["KatanaTraceToolkit", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        // `swift package katana-trace …` in a package that depends on Katana.
+        .plugin(
+            name: "KatanaTracePlugin",
+            capability: .command(
+                intent: .custom(verb: "katana-trace", description: "Analyze LTTng recordings of Katana stores."),
+                permissions: []),
+            dependencies: ["katana-trace"]
         ),
         .target(name: "KatanaTestSupport", path: "Tests/KatanaTestSupport"),
         .testTarget(
