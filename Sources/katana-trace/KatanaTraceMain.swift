@@ -8,7 +8,7 @@ struct KatanaTraceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "katana-trace",
         abstract: "Read LTTng recordings of Katana stores: latencies, parallelism, nesting, the longest dispatches.",
-        subcommands: [Analyze.self]
+        subcommands: [Record.self, Analyze.self]
     )
 
     /// A trace the toolkit cannot read ends with exit status 2 and one line on standard error; bad arguments with
@@ -17,6 +17,8 @@ struct KatanaTraceCommand: ParsableCommand {
         do {
             var command = try parseAsRoot()
             try command.run()
+        } catch let exit as StatusExit {
+            Foundation.exit(exit.status)
         } catch let refused as Refused {
             FileHandle.standardError.write(Data((refused.description + "\n").utf8))
             Foundation.exit(2)
@@ -100,5 +102,46 @@ struct Analyze: ParsableCommand {
         } catch let error as TraceToolkitError {
             throw Refused(description: "katana-trace: \(error.description)")
         }
+    }
+}
+
+/// Ends the process with `status` (the recorded command's, for `record`).
+struct StatusExit: Error {
+    var status: Int32
+}
+
+struct Record: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Record a command's run in a fresh LTTng session (katana:* with vpid, vtid and procname).",
+        discussion: """
+            Starts lttng-sessiond if none runs. The session (and trigger) are destroyed on success, failure, Ctrl-C \
+            and SIGTERM. Prints the trace's folder; exits with the command's status (2 when recording could not be \
+            set up). --flight-recorder keeps only the last SIZE × N in memory (default 1M × 4) and saves it each time \
+            a dispatch goes over its latency budget (StoreConfiguration.latencyBudgets).
+            """)
+
+    @Option(name: [.customShort("o"), .long], help: "The trace's folder (must not exist or be empty; default: a new one in $TMPDIR).")
+    var output: String?
+
+    @Option(name: .customLong("subbuf-size"), help: "The channel's sub-buffer size (default 8M; 1M with --flight-recorder).")
+    var subbufSize: String?
+
+    @Option(name: .customLong("num-subbuf"), help: "The channel's number of sub-buffers (default 8; 4 with --flight-recorder).")
+    var numSubbuf: Int?
+
+    @Flag(name: .customLong("flight-recorder"), help: "A snapshot session, saved when a dispatch goes over its budget.")
+    var flightRecorder = false
+
+    @Argument(parsing: .postTerminator, help: "-- COMMAND [ARGS…]: what to run and record.")
+    var command: [String] = []
+
+    func run() throws {
+        var options = RecordingOptions()
+        options.output = output
+        options.subbufferSize = subbufSize
+        options.subbufferCount = numSubbuf
+        options.flightRecorder = flightRecorder
+        options.command = command
+        throw StatusExit(status: Recorder.record(options))
     }
 }

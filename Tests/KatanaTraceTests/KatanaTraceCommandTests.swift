@@ -104,4 +104,14 @@ enum KatanaTrace {
         #expect(outcome.status == 2)
         #expect(outcome.err == "katana-trace: /nonexistent/trace: not a directory\n")
     }
+
+    /// Set-up errors a user can make, answered before any session exists: status 2 and one line.
+    @Test func recordRefusesANonEmptyOutputAndAMissingCommand() async throws {
+        let noCommand = try await KatanaTrace.run(["record", "--"])
+        #expect(noCommand.status == 2 && noCommand.err.contains("no command given"), "\(noCommand.err)")
+        let busy = try await KatanaTrace.run(["record", "-o", Toolkit.sample, "--", "true"])
+        #expect(busy.status == 2 && busy.err.contains("exists and is not empty"), "\(busy.err)")
+        let size = try await KatanaTrace.run(["record", "--subbuf-size", "lots", "--", "true"])
+        #expect(size.status == 2 && size.err.contains("expected a size"), "\(size.err)")
+    }
 }

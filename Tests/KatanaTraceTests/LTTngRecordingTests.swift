@@ -669,3 +669,66 @@ extension LTTngRecordingTests {
         #expect(slices.filter { $0["ph"] as? String == "b" }.count == 30 && slices.filter { $0["ph"] as? String == "e" }.count == 30)
     }
 }
+
+/// `katana-trace record`, the SwiftPM-built recorder: a run recorded and read back, and the session gone however the
+/// recorder ends.
+extension LTTngRecordingTests {
+    @Test func katanaTraceRecordRecordsACommandThatAnalyzeReads() async throws {
+        try LTTngEnvironment.ensureSessiond()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-record-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorded = try await KatanaTrace.run(["record", "-o", directory.path, "--", Paths.katanaBench.path,
+                                                  "workload", "--rounds", "5"])
+        try #require(recorded.status == 0, "\(recorded.err)")
+        #expect(recorded.out == directory.path + "\n")
+        let analysis = try await KatanaTrace.run(["analyze", "--json", directory.path])
+        try #require(analysis.status == 0, "\(analysis.err)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
+        let dispatches = try #require(report["dispatches"] as? Int)
+        #expect(dispatches > 0 && report["complete"] as? Int == dispatches, "\(analysis.out.prefix(300))")
+        #expect(try await runSuspending(["lttng", "list"]).out.contains(directory.path) == false, "the session is gone")
+
+        // The command's own exit status is the recorder's.
+        let failing = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-record-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: failing) }
+        let status = try await KatanaTrace.run(["record", "-o", failing.path, "--", "sh", "-c", "exit 7"])
+        #expect(status.status == 7, "\(status.err)")
+    }
+
+    /// SIGINT (Ctrl-C) or SIGTERM (`timeout`, a cancelled CI job, a service manager) while recording: the recorded
+    /// command is ended with the same signal, the session is destroyed, and the recorder exits with 128 + N.
+    @Test(arguments: [SIGINT, SIGTERM])
+    func katanaTraceRecordCleansUpWhenInterrupted(signal: Int32) async throws {
+        try LTTngEnvironment.ensureSessiond()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-record-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorder = Process()
+        recorder.executableURL = KatanaTrace.executable
+        recorder.arguments = ["record", "-o", directory.path, "--", "sleep", "600"]
+        recorder.standardOutput = FileHandle.nullDevice
+        recorder.standardError = FileHandle.nullDevice
+        try recorder.run()
+        // Wait until the session is recording and the command runs.
+        var child: pid_t?
+        for _ in 0..<300 where child == nil {
+            try await Task.sleep(for: .milliseconds(100))
+            let listed = try await runSuspending(["lttng", "list"]).out.contains(directory.path)
+            let children = try await runSuspending(["pgrep", "-P", "\(recorder.processIdentifier)", "sleep"]).out
+            if listed, let pid = pid_t(children.split(separator: "\n").first ?? "") { child = pid }
+        }
+        let sleeper = try #require(child, "the recorder never started its command")
+        kill(recorder.processIdentifier, signal)
+        // The recorder must end with the signal, not when its command would have (the test process starts it with
+        // SIGINT and SIGTERM blocked, which it inherits: it must unblock them). A hang guard, not a timing claim.
+        for _ in 0..<600 where recorder.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        if recorder.isRunning {
+            Issue.record("the recorder did not end within 60 s of the signal")
+            kill(sleeper, SIGKILL)
+            kill(recorder.processIdentifier, SIGKILL)
+        }
+        await onThread { recorder.waitUntilExit() }
+        #expect(recorder.terminationReason == .exit && recorder.terminationStatus == 128 + signal)
+        #expect(kill(sleeper, 0) != 0, "the recorded command outlived the recorder")
+        #expect(try await runSuspending(["lttng", "list"]).out.contains(directory.path) == false, "the session is left behind")
+    }
+}

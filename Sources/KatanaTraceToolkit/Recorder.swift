@@ -1,0 +1,207 @@
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How to record: where, with which channel, and the command whose run is recorded.
+public struct RecordingOptions: Sendable {
+    /// The trace's folder (nil: a fresh one under `$TMPDIR`). Must not exist, or be empty.
+    public var output: String?
+    /// The channel's sub-buffer size, as LTTng takes it (`8M`, `512k`).
+    public var subbufferSize: String?
+    /// The channel's number of sub-buffers.
+    public var subbufferCount: Int?
+    /// A snapshot session that keeps only the last sub-buffers and saves them each time a dispatch goes over its
+    /// latency budget (an LTTng trigger on `katana:budget_exceeded`).
+    public var flightRecorder = false
+    /// The command to run and record.
+    public var command: [String] = []
+    public init() {}
+}
+
+/// `katana-trace record`: a fresh LTTng userspace session recording `katana:*` (with the vpid, vtid and procname
+/// contexts, on a channel big enough not to discard at bench rates) around one command; the session is destroyed
+/// whatever happens — the command failing, Ctrl-C, SIGTERM.
+public enum Recorder {
+    /// Records `options.command`; returns the exit status to end with: the command's (128 + N when signal N ended
+    /// it), or 2 when recording could not be set up, or 128 + N when this process was interrupted by signal N.
+    /// Prints the trace's folder (or the snapshots') on standard output, and what happened on standard error.
+    public static func record(_ options: RecordingOptions) -> Int32 {
+        guard !options.command.isEmpty else {
+            return refuse("no command given: katana-trace record [-o DIR] -- COMMAND [ARGS…]")
+        }
+        for tool in ["lttng", "lttng-sessiond"] where which(tool) == nil {
+            return refuse("\(tool) is not installed (apt-get install lttng-tools, or run Katana's scripts/setup-system.sh)")
+        }
+        let flight = options.flightRecorder
+        let size = options.subbufferSize ?? (flight ? "1M" : "8M")
+        let count = options.subbufferCount ?? (flight ? 4 : 8)
+        guard size.wholeMatch(of: /[0-9]+[kKmMgG]?/) != nil else {
+            return refuse("--subbuf-size \(size): expected a size such as 512k, 8M")
+        }
+        guard (1...1024).contains(count) else { return refuse("--num-subbuf \(count): expected 1 to 1024") }
+        let name = "katana-\(getpid())-\(UInt64(Date().timeIntervalSince1970 * 1e9))"
+        let output = options.output ?? (ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp") + "/" + name
+        if let entries = try? FileManager.default.contentsOfDirectory(atPath: output), !entries.isEmpty {
+            return refuse("\(output) exists and is not empty; choose another -o")
+        }
+        if run(["pgrep", "-x", "lttng-sessiond"]) != 0, run(["lttng-sessiond", "--daemonize"]) != 0 {
+            return refuse("could not start lttng-sessiond (are you root, or in the tracing group?)")
+        }
+
+        let session = Session(name: name)
+        let interrupts = Interrupts()
+        defer { session.destroy() }
+        var setup = [flight ? ["lttng", "create", name, "--snapshot", "--output=\(output)"]
+                            : ["lttng", "create", name, "--output=\(output)"]]
+        setup += [
+            ["lttng", "enable-channel", "-u", "-s", name, "--subbuf-size=\(size)", "--num-subbuf=\(count)", "katana"],
+            ["lttng", "enable-event", "-u", "-s", name, "-c", "katana", "katana:*"],
+            ["lttng", "add-context", "-u", "-s", name, "-c", "katana", "-t", "vpid", "-t", "vtid", "-t", "procname"],
+        ]
+        if flight {
+            setup.append(["lttng", "add-trigger", "--name=\(name)-budget", "--condition=event-rule-matches", "--type=user",
+                          "--name=katana:budget_exceeded", "--action=snapshot-session", name])
+        }
+        setup.append(["lttng", "start", name])
+        for (index, step) in setup.enumerated() {
+            if index == 0 { session.created = true }
+            if step[1] == "add-trigger" { session.trigger = "\(name)-budget" }
+            guard run(step) == 0 else { return refuse("'\(step.joined(separator: " "))' failed") }
+            if let signal = interrupts.received { return interrupted(signal, output) }
+        }
+
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        child.arguments = options.command
+        do {
+            try child.run()
+        } catch {
+            return refuse("cannot run \(options.command[0]): \(error.localizedDescription)")
+        }
+        interrupts.forward(to: child.processIdentifier)
+        child.waitUntilExit()
+        let status = child.terminationReason == .uncaughtSignal ? 128 + child.terminationStatus : child.terminationStatus
+        if let signal = interrupts.received { return interrupted(signal, output) }
+
+        if flight {
+            // A trigger's snapshot is taken by the session daemon after the event: give the last one time to land.
+            Thread.sleep(forTimeInterval: 1)
+            session.removeTrigger()
+            _ = run(["lttng", "stop", name])
+            let snapshots = ((try? FileManager.default.contentsOfDirectory(atPath: output)) ?? [])
+                .filter { $0.hasPrefix("snapshot-") }.sorted().map { "\(output)/\($0)" }
+            if snapshots.isEmpty {
+                say("no snapshot: no dispatch went over its latency budget (command exited \(status))")
+            } else {
+                print(snapshots.joined(separator: "\n"))
+                say("\(snapshots.count) snapshot(s) in \(output), one per dispatch over its budget (command exited "
+                    + "\(status)); analyse one with: katana-trace analyze SNAPSHOT")
+            }
+            return status
+        }
+        guard run(["lttng", "stop", name]) == 0 else { return refuse("'lttng stop \(name)' failed") }
+        print(output)
+        say("trace in \(output) (command exited \(status)); analyse it with: katana-trace analyze \(output)")
+        return status
+    }
+
+    static func interrupted(_ signal: Int32, _ output: String) -> Int32 {
+        say("interrupted; session destroyed, partial trace in \(output)")
+        return 128 + signal
+    }
+
+    static func refuse(_ message: String) -> Int32 {
+        say(message)
+        return 2
+    }
+
+    static func say(_ message: String) {
+        FileHandle.standardError.write(Data("katana-trace record: \(message)\n".utf8))
+    }
+
+    /// Runs a setup command quietly; its exit status (127 when it cannot start).
+    @discardableResult
+    static func run(_ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        do { try process.run() } catch { return 127 }
+        process.waitUntilExit()
+        return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
+    }
+
+    static func which(_ tool: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        return path.split(separator: ":").map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// The LTTng session and trigger this recording made: removed on every way out.
+    final class Session {
+        let name: String
+        var created = false
+        var trigger: String?
+        init(name: String) { self.name = name }
+
+        func removeTrigger() {
+            if let trigger { Recorder.run(["lttng", "remove-trigger", trigger]) }
+            trigger = nil
+        }
+
+        func destroy() {
+            removeTrigger()
+            if created { Recorder.run(["lttng", "destroy", name]) }
+            created = false
+        }
+    }
+
+    /// SIGINT and SIGTERM while recording: noted (the recording then ends and cleans up instead of dying with the
+    /// session left behind) and passed on to the recorded command.
+    final class Interrupts: @unchecked Sendable {
+        // `signal` and `child` are written by the signal sources' queue and by the recording thread: under `lock`.
+        private let lock = NSLock()
+        private var signal: Int32?
+        private var child: pid_t?
+        private var sources: [DispatchSourceSignal] = []
+
+        /// Call on the thread that starts the recorded command. The signals are unblocked here first: a parent may
+        /// have started this process with them blocked (a test runner, some service managers), and a blocked signal
+        /// would reach neither the sources nor — the mask is inherited — the recorded command.
+        init() {
+            var unblocked = sigset_t()
+            sigemptyset(&unblocked)
+            sigaddset(&unblocked, SIGINT)
+            sigaddset(&unblocked, SIGTERM)
+            pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
+            for number in [SIGINT, SIGTERM] {
+                Glibc.signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { [weak self] in self?.received(number) }
+                source.resume()
+                sources.append(source)
+            }
+        }
+
+        var received: Int32? { lock.withLock { signal } }
+
+        private func received(_ number: Int32) {
+            let child = lock.withLock { () -> pid_t? in
+                if signal == nil { signal = number }
+                return self.child
+            }
+            if let child { kill(child, number) }
+        }
+
+        func forward(to child: pid_t) {
+            let pending = lock.withLock { () -> Int32? in
+                self.child = child
+                return signal
+            }
+            if let pending { kill(child, pending) }
+        }
+    }
+}
