@@ -593,14 +593,16 @@ func recordWithTracesRecord(_ command: [String]) async throws -> (directory: URL
 
 /// The flight recorder: a snapshot session whose trigger saves the ring each time a dispatch goes over budget.
 extension LTTngRecordingTests {
-    @Test func theFlightRecorderSnapshotsASlowDispatchWithItsParentAndOnlyThen() async throws {
+    @Test(arguments: ["traces/record", "katana-trace record"])
+    func theFlightRecorderSnapshotsASlowDispatchWithItsParentAndOnlyThen(recorder: String) async throws {
         try LTTngEnvironment.ensureSessiond()
-        let record = Paths.packageRoot.appendingPathComponent("traces/record").path
+        let record = recorder == "traces/record" ? [Paths.packageRoot.appendingPathComponent("traces/record").path]
+            : [KatanaTrace.executable.path, "record"]
         let workload = [Paths.katanaBench.path, "workload", "--rounds", "60", "--child-budget-ms", "200"]
         let slow = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: slow) }
         let env = URL(fileURLWithPath: "/usr/bin/env")
-        let recorded = try await runProcessSuspending(env, [record, "--flight-recorder", "-o", slow.path, "--"] + workload + ["--slow-round", "40", "--slow-ms", "400"])
+        let recorded = try await runProcessSuspending(env, record + ["--flight-recorder", "-o", slow.path, "--"] + workload + ["--slow-round", "40", "--slow-ms", "400"])
         try #require(recorded.status == 0, "\(recorded.err)")
         let snapshots = recorded.out.split(separator: "\n").map(String.init)
         try #require(snapshots.count == 1, "one slow child, one snapshot: \(recorded.out) \(recorded.err)")
@@ -627,7 +629,7 @@ extension LTTngRecordingTests {
         // The same workload with nothing slow: no snapshot.
         let calm = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: calm) }
-        let quiet = try await runProcessSuspending(env, [record, "--flight-recorder", "-o", calm.path, "--"] + workload)
+        let quiet = try await runProcessSuspending(env, record + ["--flight-recorder", "-o", calm.path, "--"] + workload)
         #expect(quiet.status == 0, "\(quiet.err)")
         #expect(quiet.out.isEmpty && quiet.err.contains("no snapshot"), "\(quiet.out) \(quiet.err)")
         let taken = (try? FileManager.default.contentsOfDirectory(atPath: calm.path)) ?? []
