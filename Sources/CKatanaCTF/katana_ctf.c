@@ -2429,28 +2429,9 @@ static void sift(stream **h, size_t n, size_t i) {
     }
 }
 
-int katana_ctf_analyze(const char *root, const katana_ctf_options *given, FILE *out, char *error, size_t error_size) {
-    static int used;
-    if (used) {
-        snprintf(error, error_size, "%s: one analysis per process", root);
-        return 3;
-    }
-    used = 1;
-    jmp_buf jump;
-    if (setjmp(jump)) {
-        failure_jump = NULL;
-        snprintf(error, error_size, "%s", failure_message);
-        return 3;
-    }
-    failure_jump = &jump;
+/* Finds the traces under `root` and hands every event of them to `each`, merged by timestamp. */
+static void read_all(const char *root, void (*each)(const stream *s, void *context), void *context) {
     trace_root = root;
-    options.top = given->top;
-    options.has_begin = given->has_begin;
-    options.begin_s = given->begin_s;
-    options.has_end = given->has_end;
-    options.end_s = given->end_s;
-    options.min_duration = given->min_duration_ns;
-    options.progress_fd = given->progress_fd;
     struct stat st;
     if (stat(trace_root, &st) != 0 || !S_ISDIR(st.st_mode)) fail("not a directory");
     side_effect_label = intern("side_effect", 11);
@@ -2467,13 +2448,122 @@ int katana_ctf_analyze(const char *root, const katana_ctf_options *given, FILE *
     for (size_t i = n / 2; i-- > 0;) sift(heap, n, i);
     while (n) {
         stream *s = heap[0];
-        on_event(s);
+        each(s, context);
         if (!next_event(s)) heap[0] = heap[--n];
         sift(heap, n, 0);
     }
+}
+
+/* Guards the entry points: one call per process (the reader's state is in statics). */
+static int enter_once(const char *root, char *error, size_t error_size) {
+    static int used;
+    if (used) {
+        snprintf(error, error_size, "%s: one read per process", root);
+        return 0;
+    }
+    used = 1;
+    return 1;
+}
+
+static void analyze_event(const stream *s, void *context) {
+    (void)context;
+    on_event(s);
+}
+
+int katana_ctf_analyze(const char *root, const katana_ctf_options *given, FILE *out, char *error, size_t error_size) {
+    if (!enter_once(root, error, error_size)) return 3;
+    jmp_buf jump;
+    if (setjmp(jump)) {
+        failure_jump = NULL;
+        snprintf(error, error_size, "%s", failure_message);
+        return 3;
+    }
+    failure_jump = &jump;
+    options.top = given->top;
+    options.has_begin = given->has_begin;
+    options.begin_s = given->begin_s;
+    options.has_end = given->has_end;
+    options.end_s = given->end_s;
+    options.min_duration = given->min_duration_ns;
+    options.progress_fd = given->progress_fd;
+    read_all(root, analyze_event, NULL);
     if (!A.events) fail("no katana events");
     write_report(out);
     if (fflush(out) != 0 || ferror(out)) fail("cannot write the report");
+    failure_jump = NULL;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------- event reading */
+
+typedef struct {
+    katana_ctf_event_handler handler;
+    void *context;
+    uint64_t events;
+    int stopped;
+} event_reading;
+
+static const char *label_text(uint32_t id) { return id ? strings[id].s : NULL; }
+
+static void deliver_event(const stream *s, void *context) {
+    event_reading *reading = context;
+    const event_class *ec = s->ec;
+    if (reading->stopped || !ec->katana) return;
+    reading->events++;
+    katana_ctf_event e = {.role = ec->role, .event = ec->name + 7, .timestamp_ns = s->ts};
+    switch (ec->role) {
+    case EV_ENQUEUE: case EV_BEGIN: case EV_END: case EV_BUDGET: case EV_INLINE:
+        e.id = get_uint(s, F_ID);
+        e.name = label_text(get_string(s, F_NAME));
+        if (ec->role != EV_INLINE) e.kind = label_text(get_label(s, F_KIND));
+        else e.kind = "state_updater";
+        break;
+    case EV_INTERVAL_BEGIN: case EV_INTERVAL_END:
+        e.id = get_uint(s, F_INTERVAL_ID);
+        e.name = label_text(get_string(s, F_NAME));
+        break;
+    case EV_TRANSITION_BEGIN: case EV_TRANSITION_END:
+        e.id = get_uint(s, F_TRANSITION_ID);
+        e.name = label_text(get_string(s, F_NAME));
+        break;
+    default:
+        break;
+    }
+    if (ec->role == EV_ENQUEUE || ec->role == EV_BEGIN || ec->role == EV_INLINE || ec->role == EV_INTERVAL_BEGIN) {
+        e.parent_id = get_uint(s, F_PARENT_ID);
+        e.has_parent_id = 1;
+    }
+    if (ec->role == EV_ENQUEUE || ec->role == EV_BEGIN) e.queue = label_text(get_label(s, F_QUEUE));
+    if (ec->role == EV_BEGIN || ec->role == EV_INLINE) {
+        e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
+        e.has_parallelism = 1;
+    }
+    if (ec->role == EV_END || ec->role == EV_INLINE || ec->role == EV_INTERVAL_END || ec->role == EV_TRANSITION_END)
+        e.outcome = label_text(get_label(s, F_OUTCOME));
+    if (ec->role == EV_INLINE) e.duration_ns = get_uint(s, F_DURATION_NS);
+    if (ec->role == EV_BUDGET) {
+        e.budget_ns = get_uint(s, F_BUDGET_NS);
+        e.actual_ns = get_uint(s, F_ACTUAL_NS);
+    }
+    e.has_vpid = get_context_int(s, F_VPID, &e.vpid);
+    e.has_vtid = get_context_int(s, F_VTID, &e.vtid);
+    if (reading->handler(&e, reading->context) != 0) reading->stopped = 1;
+}
+
+int katana_ctf_read(const char *root, katana_ctf_event_handler handler, void *context, uint64_t *discarded,
+                    char *error, size_t error_size) {
+    if (!enter_once(root, error, error_size)) return 3;
+    jmp_buf jump;
+    if (setjmp(jump)) {
+        failure_jump = NULL;
+        snprintf(error, error_size, "%s", failure_message);
+        return 3;
+    }
+    failure_jump = &jump;
+    event_reading reading = {.handler = handler, .context = context};
+    read_all(root, deliver_event, &reading);
+    if (!reading.events) fail("no katana events");
+    if (discarded) *discarded = discarded_events;
     failure_jump = NULL;
     return 0;
 }

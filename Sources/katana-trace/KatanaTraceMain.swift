@@ -8,7 +8,7 @@ struct KatanaTraceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "katana-trace",
         abstract: "Read LTTng recordings of Katana stores: latencies, parallelism, nesting, the longest dispatches.",
-        subcommands: [Record.self, Analyze.self]
+        subcommands: [Record.self, Check.self, Analyze.self]
     )
 
     /// A trace the toolkit cannot read ends with exit status 2 and one line on standard error; bad arguments with
@@ -143,5 +143,28 @@ struct Record: ParsableCommand {
         options.flightRecorder = flightRecorder
         options.command = command
         throw StatusExit(status: Recorder.record(options))
+    }
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Integrity: every dispatch enqueued, begun and ended once, in order; nothing discarded.",
+        discussion: "Prints a JSON summary; exits 0 when the trace is whole, 1 when it has problems, 2 when it cannot be read.")
+
+    @Argument(help: "The recording: a folder with the trace's metadata and streams (any depth).")
+    var trace: String
+
+    func run() throws {
+        let report: IntegrityReport
+        do {
+            report = try IntegrityCheck.run(trace: trace)
+        } catch {
+            throw Refused(description: "katana-trace: \(error.description)")
+        }
+        if report.discarded > 0 {
+            FileHandle.standardError.write(Data("katana-trace: WARNING: \(report.discarded) events were DISCARDED by the tracer\n".utf8))
+        }
+        print(report.json)
+        if !report.problems.isEmpty { throw StatusExit(status: 1) }
     }
 }

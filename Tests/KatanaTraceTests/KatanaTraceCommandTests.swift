@@ -56,6 +56,17 @@ enum KatanaTrace {
         #expect(differences.isEmpty, "\(options): \(differences)")
     }
 
+    /// `check` prints what katana_trace.py's `check` prints (its reference: babeltrace2's decoding).
+    @Test(.enabled(if: Toolkit.bt2Available || LTTngEnvironment.underCI, "needs python3-bt2 (scripts/setup-system.sh)"))
+    func checkOfTheSampleIsTheToolkits() async throws {
+        let mine = try await KatanaTrace.run(["check", Toolkit.sample])
+        #expect(mine.status == 0, "\(mine.err)")
+        let reference = try await Toolkit.slowTool(["check", Toolkit.sample])
+        #expect(reference.status == 0)
+        #expect(mine.out == reference.out)
+        #expect(mine.out.contains("\"dispatches\": 1081"))
+    }
+
     /// Damage a strict reader can tell at once: each ends with status 2, nothing on standard output and one line on
     /// standard error saying where — never a report.
     @Test(arguments: [
@@ -78,12 +89,15 @@ enum KatanaTrace {
             }
         }
         defer { try? FileManager.default.removeItem(at: trace) }
-        let outcome = try await KatanaTrace.run(["analyze", trace.path])
-        #expect(outcome.status == 2, "\(damage): \(outcome.err)")
-        #expect(outcome.out.isEmpty, "\(damage): a report was written for a damaged trace")
-        let lines = outcome.err.split(separator: "\n")
-        #expect(lines.count == 1, "\(damage): \(outcome.err)")
-        #expect(lines.first?.hasPrefix("katana-trace: ") == true && outcome.err.contains(says), "\(damage): \(outcome.err)")
+        for command in ["analyze", "check"] {
+            let outcome = try await KatanaTrace.run([command, trace.path])
+            #expect(outcome.status == 2, "\(command), \(damage): \(outcome.err)")
+            #expect(outcome.out.isEmpty, "\(command), \(damage): a report was written for a damaged trace")
+            let lines = outcome.err.split(separator: "\n")
+            #expect(lines.count == 1, "\(command), \(damage): \(outcome.err)")
+            #expect(lines.first?.hasPrefix("katana-trace: ") == true && outcome.err.contains(says),
+                    "\(command), \(damage): \(outcome.err)")
+        }
     }
 
     @Test(arguments: [

@@ -617,6 +617,10 @@ extension LTTngRecordingTests {
         #expect((slowChild["actual_ns"] as? Int ?? 0) >= 400_000_000 && slowChild["budget_ns"] as? Int == 200_000_000)
         let parents = try #require(slowChild["parents"] as? [[String: Any]])
         #expect(parents.first?["name"] as? String == "KatanaBenchCore.Round", "the parent chain: \(parents)")
+        // A snapshot cuts dispatches in flight: `check` finds them, and katana-trace's check says what the toolkit's does.
+        let checked = try await KatanaTrace.run(["check", snapshots[0]])
+        let reference = try await Toolkit.slowTool(["check", snapshots[0]])
+        #expect(checked.status == reference.status && checked.out == reference.out, "\(checked.out)\n\(reference.out)")
         let snapshotDisagreements = try await readerDisagreements(snapshots[0], ["--top", "5"])
         #expect(snapshotDisagreements.isEmpty, "over budget, in a snapshot: \(snapshotDisagreements)")
         // The snapshot has the slow child's and its parent's own events.

@@ -25,4 +25,38 @@ typedef struct katana_ctf_options {
 int katana_ctf_analyze(const char *root, const katana_ctf_options *options, FILE *out, char *error,
                        size_t error_size);
 
+/* What a katana event is (its LTTng name without the provider is in `event`). */
+enum {
+    KATANA_CTF_OTHER, KATANA_CTF_ENQUEUE, KATANA_CTF_BEGIN, KATANA_CTF_END, KATANA_CTF_BUDGET,
+    KATANA_CTF_INTERVAL_BEGIN, KATANA_CTF_INTERVAL_END, KATANA_CTF_TRANSITION_BEGIN, KATANA_CTF_TRANSITION_END,
+    KATANA_CTF_INLINE
+};
+
+/* One katana event, decoded. Strings are NUL-terminated and live until the process ends; absent ones are NULL. */
+typedef struct katana_ctf_event {
+    int role;
+    const char *event;
+    int64_t timestamp_ns;
+    /* The dispatch's id, or the interval's or transition's. */
+    uint64_t id;
+    uint64_t parent_id;
+    int has_parent_id;
+    /* The dispatched type's name, or the interval's or transition's. */
+    const char *name;
+    const char *kind, *queue, *outcome;
+    int64_t parallelism;
+    int has_parallelism;
+    uint64_t duration_ns, budget_ns, actual_ns;
+    int has_vpid, has_vtid;
+    int64_t vpid, vtid;
+} katana_ctf_event;
+
+/* Called for every katana event in timestamp order; return nonzero to ignore the rest. */
+typedef int (*katana_ctf_event_handler)(const katana_ctf_event *event, void *context);
+
+/* Reads the trace(s) under `root` and hands each katana event to `handler`. Returns 0 (with the events the tracer
+   discarded in `discarded`), or 3 with one line in `error`, as `katana_ctf_analyze` does. One read per process. */
+int katana_ctf_read(const char *root, katana_ctf_event_handler handler, void *context, uint64_t *discarded,
+                    char *error, size_t error_size);
+
 #endif

@@ -1,0 +1,187 @@
+import CKatanaCTF
+import Foundation
+
+/// What `katana-trace check` found: every dispatch enqueued, begun and ended once each, in that order, with one kind
+/// and name; every interval and transition begun and ended; nothing discarded by the tracer.
+public struct IntegrityReport: Sendable {
+    /// Dispatches seen.
+    public var dispatches = 0
+    /// Katana events read.
+    public var events = 0
+    /// Events the tracer discarded (full buffers).
+    public var discarded: UInt64 = 0
+    /// Every problem found, in the order found (a discarded-events warning first).
+    public var problems: [String] = []
+
+    /// As `katana_trace.py check` prints it: JSON with the first 20 problems and their count.
+    public var json: String {
+        func quoted(_ text: String) -> String {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .withoutEscapingSlashes
+            return String(decoding: (try? encoder.encode(text)) ?? Data("\"?\"".utf8), as: UTF8.self)
+        }
+        let listed = problems.prefix(20)
+        let list = listed.isEmpty ? "[]" : "[\n" + listed.map { "    " + quoted($0) }.joined(separator: ",\n") + "\n  ]"
+        return """
+            {
+              "dispatches": \(dispatches),
+              "events": \(events),
+              "discarded": \(discarded),
+              "problems": \(list),
+              "problem_count": \(problems.count)
+            }
+            """
+    }
+}
+
+/// The integrity check, streamed: it holds only the dispatches, intervals and transitions in flight.
+public final class IntegrityCheck {
+    private struct Key: Hashable {
+        var vpid: Int64?
+        var id: UInt64
+    }
+
+    /// One stage of a dispatch: 0 enqueue, 1 begin, 2 end.
+    private struct Stage {
+        var stage: Int
+        var time: Int64
+        var kind: String?
+        var name: String?
+        var parentID: UInt64?
+    }
+
+    private struct Pair {
+        /// When it was first seen: what is left open at the end is reported in that order.
+        var sequence: Int
+        var name: String
+        var begin: Int64?
+        var end: Int64?
+    }
+
+    /// Dispatches in flight: their stages so far, and when each was first seen.
+    private var open: [Key: (sequence: Int, stages: [Stage])] = [:]
+    private var sequence = 0
+    private var intervals: [Key: Pair] = [:]
+    private var transitions: [Key: Pair] = [:]
+    private var report = IntegrityReport()
+    /// The reader's strings are interned (one address per distinct string): each is converted once.
+    private var strings: [UnsafePointer<CChar>: String] = [:]
+
+    private init() {}
+
+    /// Reads `trace` and checks it.
+    public static func run(trace: String) throws(TraceToolkitError) -> IntegrityReport {
+        let check = IntegrityCheck()
+        var discarded: UInt64 = 0
+        var error = [CChar](repeating: 0, count: 1024)
+        let status = withExtendedLifetime(check) {
+            katana_ctf_read(trace, { event, context in
+                let check = Unmanaged<IntegrityCheck>.fromOpaque(context!).takeUnretainedValue()
+                check.take(event!.pointee)
+                return 0
+            }, Unmanaged.passUnretained(check).toOpaque(), &discarded, &error, error.count)
+        }
+        guard status == 0 else {
+            throw TraceToolkitError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        return check.finish(discarded: discarded)
+    }
+
+    private func text(_ pointer: UnsafePointer<CChar>?) -> String? {
+        guard let pointer else { return nil }
+        if let known = strings[pointer] { return known }
+        let made = String(cString: pointer)
+        strings[pointer] = made
+        return made
+    }
+
+    private func take(_ event: katana_ctf_event) {
+        report.events += 1
+        let vpid = event.has_vpid != 0 ? event.vpid : nil
+        let key = Key(vpid: vpid, id: event.id)
+        switch Int(event.role) {
+        case Int(KATANA_CTF_ENQUEUE), Int(KATANA_CTF_BEGIN), Int(KATANA_CTF_END):
+            let stage = Int(event.role) - Int(KATANA_CTF_ENQUEUE)
+            add(Stage(stage: stage, time: event.timestamp_ns, kind: text(event.kind), name: text(event.name),
+                      parentID: event.has_parent_id != 0 ? event.parent_id : nil), key)
+        case Int(KATANA_CTF_INLINE):
+            // An updater applied inline: one event at its end standing for its enqueue and begin at (end − duration).
+            let end = event.timestamp_ns
+            let begin = UInt64(max(0, end)) < event.duration_ns ? 0 : end - Int64(event.duration_ns)
+            let name = text(event.name)
+            add(Stage(stage: 0, time: begin, kind: "state_updater", name: name, parentID: event.parent_id), key)
+            add(Stage(stage: 1, time: begin, kind: "state_updater", name: name, parentID: event.parent_id), key)
+            add(Stage(stage: 2, time: end, kind: "state_updater", name: name, parentID: nil), key)
+        case Int(KATANA_CTF_INTERVAL_BEGIN), Int(KATANA_CTF_INTERVAL_END):
+            pair(&intervals, "interval", key, text(event.name) ?? "?", event.timestamp_ns,
+                 begins: Int(event.role) == Int(KATANA_CTF_INTERVAL_BEGIN))
+        case Int(KATANA_CTF_TRANSITION_BEGIN), Int(KATANA_CTF_TRANSITION_END):
+            pair(&transitions, "transition", key, text(event.name) ?? "?", event.timestamp_ns,
+                 begins: Int(event.role) == Int(KATANA_CTF_TRANSITION_BEGIN))
+        default:
+            break
+        }
+    }
+
+    private func add(_ stage: Stage, _ key: Key) {
+        if open[key] == nil {
+            report.dispatches += 1
+            sequence += 1
+            open[key] = (sequence, [])
+        }
+        open[key]!.stages.append(stage)
+        if let entry = open[key], entry.stages.count == 3 {
+            open[key] = nil
+            finish(key.id, entry.stages)
+        }
+    }
+
+    private static let stageNames = ["dispatch_enqueue", "dispatch_begin", "dispatch_end"]
+
+    private func finish(_ id: UInt64, _ stages: [Stage]) {
+        let seen = stages.enumerated().sorted { ($0.element.time, $0.element.stage, $0.offset) < ($1.element.time, $1.element.stage, $1.offset) }
+            .map(\.element)
+        guard seen.map(\.stage) == [0, 1, 2] else {
+            let names = seen.map { "'\(Self.stageNames[$0.stage])'" }.joined(separator: ", ")
+            report.problems.append("id \(id): events [\(names)], expected enqueue, begin, end once each in that order")
+            return
+        }
+        if !(seen[0].time <= seen[1].time && seen[1].time <= seen[2].time) {
+            report.problems.append("id \(id): timestamps out of order")
+        }
+        if Set(seen.map(\.kind)).count != 1 || Set(seen.map(\.name)).count != 1 {
+            report.problems.append("id \(id): kind or name differs between its events")
+        }
+        if seen[0].parentID != seen[1].parentID {
+            report.problems.append("id \(id): parent_id differs between enqueue and begin")
+        }
+    }
+
+    private func pair(_ table: inout [Key: Pair], _ label: String, _ key: Key, _ name: String, _ time: Int64, begins: Bool) {
+        sequence += 1
+        var entry = table[key] ?? Pair(sequence: sequence, name: name)
+        if begins { entry.begin = time } else { entry.end = time }
+        guard let begin = entry.begin, let end = entry.end else {
+            table[key] = entry
+            return
+        }
+        table[key] = nil
+        if end < begin { report.problems.append("\(label) \(key.id) (\(entry.name)): ends before it begins") }
+    }
+
+    private func finish(discarded: UInt64) -> IntegrityReport {
+        for (key, entry) in open.sorted(by: { $0.value.sequence < $1.value.sequence }) { finish(key.id, entry.stages) }
+        open = [:]
+        for (label, table) in [("transition", transitions), ("interval", intervals)] {
+            for (key, entry) in table.sorted(by: { $0.value.sequence < $1.value.sequence }) {
+                report.problems.append("\(label) \(key.id) (\(entry.name)): has \(entry.begin != nil ? "begin" : "end") only")
+            }
+        }
+        report.discarded = discarded
+        if discarded > 0 {
+            report.problems.insert("\(discarded) events were DISCARDED by the tracer, so some dispatches look incomplete: "
+                                   + "use a bigger channel (lttng enable-channel -u --subbuf-size=8M --num-subbuf=8)", at: 0)
+        }
+        return report
+    }
+}
