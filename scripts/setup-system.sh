@@ -28,6 +28,15 @@ if [ ! -d "$otlp_python/opentelemetry/proto" ]; then
     echo "setup: could not install opentelemetry-proto; the OTLP export test will say so" >&2
 fi
 
+# Perfetto's own trace schema (the `perfetto` package's perfetto_trace_pb2, with protobuf), which the tests use to
+# check katana-trace's protobuf export (traces/check_perfetto.py, which installs it too when run on its own).
+perfetto_python="$(cd "$(dirname "$0")/.." && pwd)/.build/perfetto-python"
+if [ ! -d "$perfetto_python/perfetto/protos" ]; then
+  echo "setup: installing perfetto and protobuf (PyPI) into $perfetto_python" >&2
+  python3 -m pip install --quiet --disable-pip-version-check --target "$perfetto_python" perfetto protobuf >/dev/null 2>&1 ||
+    echo "setup: could not install perfetto; the Perfetto export tests will say so" >&2
+fi
+
 # A session daemon for LTTng recordings. Off by default: the LTTng tests and traces/record start one when none
 # runs (the fault test must own the daemon it kills). `setup-system.sh --sessiond` starts one now.
 if [ "${1:-}" = "--sessiond" ] && ! pgrep -x lttng-sessiond >/dev/null 2>&1; then

@@ -1475,10 +1475,10 @@ static void timeline_change(timeline *t, int64_t ts, int delta) {
 enum { EV_OTHER, EV_ENQUEUE, EV_BEGIN, EV_END, EV_BUDGET, EV_INTERVAL_BEGIN, EV_INTERVAL_END, EV_TRANSITION_BEGIN,
        EV_TRANSITION_END, EV_INLINE };
 enum { F_ID, F_PARENT_ID, F_KIND, F_NAME, F_QUEUE, F_PARALLELISM, F_OUTCOME, F_INTERVAL_ID, F_TRANSITION_ID,
-       F_BUDGET_NS, F_ACTUAL_NS, F_VPID, F_VTID, F_DURATION_NS, F_COUNT };
+       F_BUDGET_NS, F_ACTUAL_NS, F_VPID, F_VTID, F_DURATION_NS, F_PROCNAME, F_COUNT };
 static const char *field_names[F_COUNT] = {"id", "parent_id", "kind", "name", "queue", "parallelism", "outcome",
                                            "interval_id", "transition_id", "budget_ns", "actual_ns", "vpid", "vtid",
-                                           "duration_ns"};
+                                           "duration_ns", "procname"};
 
 #define CHAIN 16
 typedef struct { uint64_t id; uint32_t name; } ancestor;
@@ -2547,6 +2547,8 @@ static void deliver_event(const stream *s, void *context) {
     }
     e.has_vpid = get_context_int(s, F_VPID, &e.vpid);
     e.has_vtid = get_context_int(s, F_VTID, &e.vtid);
+    const value *procname = get(s, F_PROCNAME);
+    if (procname && procname->kind == K_STRING) e.procname = label_text(intern(procname->s, procname->n));
     if (reading->handler(&e, reading->context) != 0) reading->stopped = 1;
 }
 

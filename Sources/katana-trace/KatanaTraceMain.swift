@@ -2,13 +2,15 @@ import ArgumentParser
 import Foundation
 import KatanaTraceToolkit
 
+typealias TraceExport = KatanaTraceToolkit.Export
+
 /// `katana-trace`: the trace toolkit of Katana for Linux, built by SwiftPM from this package.
 @main
 struct KatanaTraceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "katana-trace",
         abstract: "Read LTTng recordings of Katana stores: latencies, parallelism, nesting, the longest dispatches.",
-        subcommands: [Record.self, Check.self, Analyze.self]
+        subcommands: [Record.self, Check.self, Analyze.self, Export.self, Dump.self]
     )
 
     /// A trace the toolkit cannot read ends with exit status 2 and one line on standard error; bad arguments with
@@ -166,5 +168,59 @@ struct Check: ParsableCommand {
         }
         print(report.json)
         if !report.problems.isEmpty { throw StatusExit(status: 1) }
+    }
+}
+
+extension TraceExport.Format: ExpressibleByArgument {}
+
+struct Export: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The recording as a file for a timeline viewer: Perfetto's protobuf (default) or Chrome's JSON.",
+        discussion: """
+            Updaters are slices on the thread that applied them; side effects, queue waits, intervals and navigation \
+            transitions are asynchronous slices grouped by type; flows lead from a parent side effect to what it \
+            dispatched and from each dispatch call to its begin; a counter shows side effects in flight; budget \
+            overruns are instants. Open the file at ui.perfetto.dev. The file appears only when the export succeeded.
+            """)
+
+    @Argument(help: "The recording: a folder with the trace's metadata and streams (any depth).")
+    var trace: String
+
+    @Option(name: [.customShort("o"), .long], help: "The file to write (e.g. trace.pftrace).")
+    var output: String
+
+    @Option(help: "perfetto (protobuf, the default) or json (Chrome's trace-event format, for small traces).")
+    var format: TraceExport.Format = .perfetto
+
+    func run() throws {
+        do {
+            let summary = try TraceExport.run(trace: trace, to: output, format: format)
+            if summary.discarded > 0 {
+                FileHandle.standardError.write(Data("katana-trace: WARNING: \(summary.discarded) events were DISCARDED by the tracer\n".utf8))
+            }
+            print("\(output): \(summary.dispatches) dispatches (\(summary.incompleteDispatches) cut by the trace's ends), \(summary.bytes) bytes")
+        } catch {
+            throw Refused(description: "katana-trace: \(error.description)")
+        }
+    }
+}
+
+struct Dump: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The katana events as JSON lines, as recorded (an inline updater is one updater_inline event).",
+        discussion: "The last line is a summary: {\"event\": \"_summary\", \"count\": N, \"discarded\": N}.")
+
+    @Argument(help: "The recording: a folder with the trace's metadata and streams (any depth).")
+    var trace: String
+
+    func run() throws {
+        var lines = DumpLines()
+        do {
+            let discarded = try EventStream.read(trace: trace) { lines.add($0) }
+            lines.finish(discarded: discarded)
+        } catch {
+            lines.flush()
+            throw Refused(description: "katana-trace: \(error.description)")
+        }
     }
 }

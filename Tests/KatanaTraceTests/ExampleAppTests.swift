@@ -251,6 +251,10 @@ extension LTTngRecordingTests {
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
         #expect(traceEventProblems(document).isEmpty, "\(traceEventProblems(document).prefix(5))")
         #expect(exportedDispatches(document) == (try await recordedDispatches(directory.path)))
+        // And as Perfetto's protobuf, katana-trace's default, checked with Perfetto's own schema.
+        let verdict = try await TraceExport.checkedProtobuf(directory.path)
+        #expect(verdict.problems.isEmpty, "\(verdict.problems.prefix(5))")
+        #expect(verdict.dispatches > 0 && verdict.dispatches_shown == verdict.dispatches)
     }
 }
 

@@ -392,6 +392,10 @@ extension LTTngRecordingTests {
         let recorded = try await recordedDispatches(directory.path)
         #expect(recorded.count > 1_000)
         #expect(exportedDispatches(document) == recorded, "\(recorded.subtracting(exportedDispatches(document)).count) dispatches missing")
+        // katana-trace's Perfetto protobuf of the same recording, checked with Perfetto's own schema.
+        let verdict = try await TraceExport.checkedProtobuf(directory.path)
+        #expect(verdict.problems.isEmpty, "\(verdict.problems.prefix(5))")
+        #expect(verdict.dispatches == recorded.count && verdict.dispatches_shown == recorded.count)
         // Named: threads by what they ran and their own name (the procname context), the process by its pid.
         let events = document["traceEvents"] as? [[String: Any]] ?? []
         let names = events.filter { $0["ph"] as? String == "M" }.compactMap { ($0["args"] as? [String: Any])?["name"] as? String }

@@ -49,6 +49,8 @@ typedef struct katana_ctf_event {
     uint64_t duration_ns, budget_ns, actual_ns;
     int has_vpid, has_vtid;
     int64_t vpid, vtid;
+    /* The thread's name (LTTng's `procname` context), when recorded. */
+    const char *procname;
 } katana_ctf_event;
 
 /* Called for every katana event in timestamp order; return nonzero to ignore the rest. */

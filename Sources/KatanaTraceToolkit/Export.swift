@@ -1,0 +1,32 @@
+/// `katana-trace export`: a recording as a file for a timeline viewer, streamed (memory bounded by what is in flight).
+public enum Export {
+    /// The file format.
+    public enum Format: String, CaseIterable, Sendable {
+        /// Perfetto's native protobuf trace (`.pftrace`): compact, interned, with nested tracks. Open it at
+        /// ui.perfetto.dev.
+        case perfetto
+        /// Chrome's trace-event JSON: for small traces and tools that want JSON.
+        case json
+    }
+
+    /// Reads `trace` and writes it to `output` in `format`; the file appears only when the export succeeded.
+    public static func run(trace: String, to output: String, format: Format, progress: Bool = true)
+        throws(TraceToolkitError) -> ExportSummary
+    {
+        let file = try ExportFile(path: output)
+        switch format {
+        case .perfetto:
+            var timeline = Timeline(sink: PerfettoSink(file: file))
+            let discarded = try EventStream.read(trace: trace, progress: progress ? "export" : nil) { timeline.take($0) }
+            var summary = try timeline.finish(discarded: discarded)
+            summary.bytes = file.written
+            return summary
+        case .json:
+            var timeline = Timeline(sink: ChromeJSONSink(file: file))
+            let discarded = try EventStream.read(trace: trace, progress: progress ? "export" : nil) { timeline.take($0) }
+            var summary = try timeline.finish(discarded: discarded)
+            summary.bytes = file.written
+            return summary
+        }
+    }
+}
