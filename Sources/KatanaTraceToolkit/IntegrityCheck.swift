@@ -1,4 +1,3 @@
-import CKatanaCTF
 import Foundation
 
 /// What `katana-trace check` found: every dispatch enqueued, begun and ended once each, in that order, with one kind
@@ -64,61 +63,34 @@ public final class IntegrityCheck {
     private var intervals: [Key: Pair] = [:]
     private var transitions: [Key: Pair] = [:]
     private var report = IntegrityReport()
-    /// The reader's strings are interned (one address per distinct string): each is converted once.
-    private var strings: [UnsafePointer<CChar>: String] = [:]
-
     private init() {}
 
     /// Reads `trace` and checks it.
     public static func run(trace: String) throws(TraceToolkitError) -> IntegrityReport {
         let check = IntegrityCheck()
-        var discarded: UInt64 = 0
-        var error = [CChar](repeating: 0, count: 1024)
-        let status = withExtendedLifetime(check) {
-            katana_ctf_read(trace, { event, context in
-                let check = Unmanaged<IntegrityCheck>.fromOpaque(context!).takeUnretainedValue()
-                check.take(event!.pointee)
-                return 0
-            }, Unmanaged.passUnretained(check).toOpaque(), &discarded, &error, error.count)
-        }
-        guard status == 0 else {
-            throw TraceToolkitError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
+        let discarded = try EventStream.read(trace: trace, progress: "check") { check.take($0) }
         return check.finish(discarded: discarded)
     }
 
-    private func text(_ pointer: UnsafePointer<CChar>?) -> String? {
-        guard let pointer else { return nil }
-        if let known = strings[pointer] { return known }
-        let made = String(cString: pointer)
-        strings[pointer] = made
-        return made
-    }
-
-    private func take(_ event: katana_ctf_event) {
+    private func take(_ event: TraceEvent) {
         report.events += 1
-        let vpid = event.has_vpid != 0 ? event.vpid : nil
-        let key = Key(vpid: vpid, id: event.id)
-        switch Int(event.role) {
-        case Int(KATANA_CTF_ENQUEUE), Int(KATANA_CTF_BEGIN), Int(KATANA_CTF_END):
-            let stage = Int(event.role) - Int(KATANA_CTF_ENQUEUE)
-            add(Stage(stage: stage, time: event.timestamp_ns, kind: text(event.kind), name: text(event.name),
-                      parentID: event.has_parent_id != 0 ? event.parent_id : nil), key)
-        case Int(KATANA_CTF_INLINE):
+        let key = Key(vpid: event.vpid, id: event.id)
+        switch event.role {
+        case .enqueue, .begin, .end:
+            let stage = event.role == .enqueue ? 0 : event.role == .begin ? 1 : 2
+            add(Stage(stage: stage, time: event.timestamp, kind: event.kind, name: event.name, parentID: event.parentID), key)
+        case .updaterInline:
             // An updater applied inline: one event at its end standing for its enqueue and begin at (end − duration).
-            let end = event.timestamp_ns
-            let begin = UInt64(max(0, end)) < event.duration_ns ? 0 : end - Int64(event.duration_ns)
-            let name = text(event.name)
-            add(Stage(stage: 0, time: begin, kind: "state_updater", name: name, parentID: event.parent_id), key)
-            add(Stage(stage: 1, time: begin, kind: "state_updater", name: name, parentID: event.parent_id), key)
-            add(Stage(stage: 2, time: end, kind: "state_updater", name: name, parentID: nil), key)
-        case Int(KATANA_CTF_INTERVAL_BEGIN), Int(KATANA_CTF_INTERVAL_END):
-            pair(&intervals, "interval", key, text(event.name) ?? "?", event.timestamp_ns,
-                 begins: Int(event.role) == Int(KATANA_CTF_INTERVAL_BEGIN))
-        case Int(KATANA_CTF_TRANSITION_BEGIN), Int(KATANA_CTF_TRANSITION_END):
-            pair(&transitions, "transition", key, text(event.name) ?? "?", event.timestamp_ns,
-                 begins: Int(event.role) == Int(KATANA_CTF_TRANSITION_BEGIN))
-        default:
+            let end = event.timestamp
+            let begin = UInt64(max(0, end)) < event.durationNanoseconds ? 0 : end - Int64(event.durationNanoseconds)
+            add(Stage(stage: 0, time: begin, kind: "state_updater", name: event.name, parentID: event.parentID), key)
+            add(Stage(stage: 1, time: begin, kind: "state_updater", name: event.name, parentID: event.parentID), key)
+            add(Stage(stage: 2, time: end, kind: "state_updater", name: event.name, parentID: nil), key)
+        case .intervalBegin, .intervalEnd:
+            pair(&intervals, "interval", key, event.name ?? "?", event.timestamp, begins: event.role == .intervalBegin)
+        case .transitionBegin, .transitionEnd:
+            pair(&transitions, "transition", key, event.name ?? "?", event.timestamp, begins: event.role == .transitionBegin)
+        case .budgetExceeded, .other:
             break
         }
     }

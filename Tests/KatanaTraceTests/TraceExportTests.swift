@@ -104,12 +104,21 @@ enum TraceExport {
         try #require(mine.status == 0, "\(mine.err)")
         let reference = try await Toolkit.slowTool(["dump", Toolkit.sample])
         try #require(reference.status == 0, "\(reference.err)")
-        let ours = mine.out.split(separator: "\n"), theirs = reference.out.split(separator: "\n")
+        // Events of two streams at the same nanosecond may come in either order: lines are compared in (ts, id,
+        // event) order.
+        func lines(_ text: String) throws -> [[String: AnyHashable]] {
+            try text.split(separator: "\n").map { line in
+                try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: AnyHashable])
+            }.sorted { a, b in
+                let x = (a["ts"] as? Int ?? 0, a["id"] as? Int ?? 0, a["event"] as? String ?? "")
+                let y = (b["ts"] as? Int ?? 0, b["id"] as? Int ?? 0, b["event"] as? String ?? "")
+                return x < y
+            }
+        }
+        let ours = try lines(mine.out), theirs = try lines(reference.out)
         #expect(ours.count == theirs.count && ours.count == 4069)
         var differences: [String] = []
-        for (index, (a, b)) in zip(ours, theirs).enumerated() {
-            let line = try #require(try JSONSerialization.jsonObject(with: Data(a.utf8)) as? [String: AnyHashable])
-            let expected = try #require(try JSONSerialization.jsonObject(with: Data(b.utf8)) as? [String: AnyHashable])
+        for (index, (line, expected)) in zip(ours, theirs).enumerated() {
             for (key, value) in line where expected[key] != value {
                 differences.append("line \(index + 1): \(key) = \(value), babeltrace2 says \(expected[key].map { "\($0)" } ?? "nothing")")
             }
