@@ -53,6 +53,8 @@ public enum Recorder {
         let session = Session(name: name)
         let interrupts = Interrupts()
         defer { session.destroy() }
+        // Even SIGKILL, which this process cannot catch, must not leave the session recording: a guardian destroys it.
+        session.startGuardian()
         var setup = [flight ? ["lttng", "create", name, "--snapshot", "--output=\(output)"]
                             : ["lttng", "create", name, "--output=\(output)"]]
         setup += [
@@ -73,8 +75,15 @@ public enum Recorder {
         }
 
         let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        child.arguments = options.command
+        // The command ends with this process, however it ends (SIGKILL included): the kernel sends it SIGTERM when
+        // its parent thread — this one, the main thread — dies (util-linux's setpriv sets that up, then runs it).
+        if let setpriv = which("setpriv") {
+            child.executableURL = URL(fileURLWithPath: setpriv)
+            child.arguments = ["--pdeathsig", "TERM", "--", "/usr/bin/env"] + options.command
+        } else {
+            child.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            child.arguments = options.command
+        }
         do {
             try child.run()
         } catch {
@@ -156,6 +165,49 @@ public enum Recorder {
             removeTrigger()
             if created { Recorder.run(["lttng", "destroy", name]) }
             created = false
+            releaseGuardian()
+        }
+
+        /// The guardian: a shell that waits on a pipe only this process writes to. "done" on it means the session
+        /// is gone already; the pipe closing without it — this process ended, even by SIGKILL — makes it destroy the
+        /// session and its trigger. It ignores the terminal's signals: Ctrl-C reaches this process, which cleans up.
+        private var guardian: Process?
+        private var guardianPipe: Int32 = -1
+
+        func startGuardian() {
+            var ends: [Int32] = [-1, -1]
+            guard pipe(&ends) == 0 else { return }
+            // Only this process may hold the write end: the recorded command must not keep the guardian waiting.
+            _ = fcntl(ends[1], F_SETFD, FD_CLOEXEC)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", """
+                trap '' INT HUP TERM
+                read -r state
+                if [ "$state" != done ]; then
+                    lttng remove-trigger "$1-budget" >/dev/null 2>&1
+                    lttng destroy "$1" >/dev/null 2>&1
+                fi
+                """, "katana-trace-guardian", name]
+            process.standardInput = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            do {
+                try process.run()
+                guardian = process
+                guardianPipe = ends[1]
+            } catch {
+                close(ends[1])
+            }
+        }
+
+        private func releaseGuardian() {
+            guard guardianPipe >= 0 else { return }
+            _ = "done\n".withCString { write(guardianPipe, $0, 5) }
+            close(guardianPipe)
+            guardianPipe = -1
+            guardian?.waitUntilExit()
+            guardian = nil
         }
     }
 

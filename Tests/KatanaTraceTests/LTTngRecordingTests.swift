@@ -741,4 +741,41 @@ extension LTTngRecordingTests {
         #expect(kill(sleeper, 0) != 0, "the recorded command outlived the recorder")
         #expect(try await runSuspending(["lttng", "list"]).out.contains(directory.path) == false, "the session is left behind")
     }
+
+    /// SIGKILL, which the recorder cannot catch (the OOM killer, `kill -9`, a CI runner's hard stop): the recorded
+    /// command still ends (the kernel signals it when its parent dies) and the session is still destroyed (by the
+    /// recorder's guardian, which sees the recorder's end of a pipe close).
+    @Test func katanaTraceRecordLeavesNothingBehindWhenKilled() async throws {
+        try LTTngEnvironment.ensureSessiond()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-record-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorder = Process()
+        recorder.executableURL = KatanaTrace.executable
+        recorder.arguments = ["record", "-o", directory.path, "--", "sleep", "600"]
+        recorder.standardOutput = FileHandle.nullDevice
+        recorder.standardError = FileHandle.nullDevice
+        try recorder.run()
+        var child: pid_t?
+        for _ in 0..<300 where child == nil {
+            try await Task.sleep(for: .milliseconds(100))
+            let listed = try await runSuspending(["lttng", "list"]).out.contains(directory.path)
+            let children = try await runSuspending(["pgrep", "-P", "\(recorder.processIdentifier)", "sleep"]).out
+            if listed, let pid = pid_t(children.split(separator: "\n").first ?? "") { child = pid }
+        }
+        let sleeper = try #require(child, "the recorder never started its command")
+        kill(recorder.processIdentifier, SIGKILL)
+        await onThread { recorder.waitUntilExit() }
+        // Both happen within moments; the bound only keeps a failure from hanging the suite.
+        var sleeperGone = false, sessionGone = false
+        for _ in 0..<300 where !(sleeperGone && sessionGone) {
+            try await Task.sleep(for: .milliseconds(100))
+            // The sleeper is re-parented and reaped by init once it ends: gone, or a zombie on its way.
+            let state = (try? String(contentsOfFile: "/proc/\(sleeper)/stat", encoding: .utf8))?.split(separator: " ")
+            sleeperGone = state == nil || state?[2] == "Z"
+            sessionGone = try await runSuspending(["lttng", "list"]).out.contains(directory.path) == false
+        }
+        if !sleeperGone { kill(sleeper, SIGKILL) }
+        #expect(sleeperGone, "the recorded command outlived a killed recorder")
+        #expect(sessionGone, "a killed recorder left its session behind")
+    }
 }
