@@ -1544,6 +1544,8 @@ static struct {
     double begin_s, end_s;
     int64_t min_duration;
     int progress_fd;
+    katana_ctf_progress_handler progress;
+    void *progress_context;
 } options = {.progress_fd = -1};
 
 static struct {
@@ -2031,6 +2033,7 @@ static void on_event(const stream *s) {
         ssize_t ignored = write(options.progress_fd, ".", 1);
         (void)ignored;
     }
+    if (options.progress && A.events % KATANA_CTF_PROGRESS_EVERY == 0) options.progress(A.events, options.progress_context);
     if (!A.have_origin && ec->role != EV_INLINE) { A.have_origin = 1; A.origin = s->ts; }
     A.stop = s->ts;
     switch (ec->role) {
@@ -2328,6 +2331,16 @@ static size_t trace_count, trace_capacity;
 static stream **streams;
 static size_t stream_count, stream_capacity;
 
+void katana_ctf_bytes(uint64_t *read, uint64_t *total) {
+    uint64_t done = 0, all = 0;
+    for (size_t i = 0; i < stream_count; i++) {
+        all += streams[i]->size;
+        done += streams[i]->next_packet < streams[i]->size ? streams[i]->next_packet : streams[i]->size;
+    }
+    *read = done;
+    *total = all;
+}
+
 static void load_trace(const char *dir) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/metadata", dir) >= (int)sizeof path) fail("path too long");
@@ -2486,6 +2499,8 @@ int katana_ctf_analyze(const char *root, const katana_ctf_options *given, FILE *
     options.end_s = given->end_s;
     options.min_duration = given->min_duration_ns;
     options.progress_fd = given->progress_fd;
+    options.progress = given->progress;
+    options.progress_context = given->progress_context;
     read_all(root, analyze_event, NULL);
     if (!A.events) fail("no katana events");
     write_report(out);

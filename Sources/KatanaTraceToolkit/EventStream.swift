@@ -39,12 +39,38 @@ public struct TraceEvent: Sendable {
     public var isSideEffect: Bool { kind == "side_effect" }
 }
 
+/// Progress on standard error, for a person: events read, their rate and the share of the trace's bytes read, on
+/// one line rewritten in place. Only when standard error is a terminal (a log or a pipe gets nothing).
+final class ProgressLine {
+    private let label: String
+    private let started = DispatchTime.now().uptimeNanoseconds
+    private var shown = false
+
+    init?(_ label: String) {
+        guard isatty(STDERR_FILENO) == 1 else { return nil }
+        self.label = label
+    }
+
+    func show(events: UInt64) {
+        var read: UInt64 = 0, total: UInt64 = 0
+        katana_ctf_bytes(&read, &total)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        let rate = seconds > 0 ? Int(Double(events) / seconds) : 0
+        let share = total > 0 ? Int(Double(read) * 100 / Double(total)) : 0
+        FileHandle.standardError.write(Data("\r\(label): \(events) events, \(rate) events/s, \(share) % of the trace read ".utf8))
+        shown = true
+    }
+
+    /// Ends the line, if anything was shown.
+    func end() {
+        if shown { FileHandle.standardError.write(Data("\n".utf8)) }
+        shown = false
+    }
+}
+
 /// Reads a trace's katana events in timestamp order through the package's CTF reader, streaming: nothing is kept but
 /// the distinct strings.
 public enum EventStream {
-    /// How often progress is reported, in events.
-    static let progressEvery = 1 << 19
-
     /// Hands every katana event under `trace` to `body`, in timestamp order. Returns the events the tracer discarded.
     /// Throws a ``TraceToolkitError`` naming the place when the trace is damaged. One read per process (the reader
     /// keeps its state in statics). With `progress`, a line on standard error every half million events when it is a
@@ -53,7 +79,7 @@ public enum EventStream {
         trace: String, progress label: String? = nil, _ body: (TraceEvent) -> Void
     ) throws(TraceToolkitError) -> UInt64 {
         try withoutActuallyEscaping(body) { (body) throws(TraceToolkitError) -> UInt64 in
-            let reading = Reading(body: body, progress: label.flatMap { isatty(STDERR_FILENO) == 1 ? $0 : nil })
+            let reading = Reading(body: body, progress: label.flatMap(ProgressLine.init))
             var discarded: UInt64 = 0
             var error = [CChar](repeating: 0, count: 1024)
             let status = withExtendedLifetime(reading) {
@@ -62,7 +88,7 @@ public enum EventStream {
                     return 0
                 }, Unmanaged.passUnretained(reading).toOpaque(), &discarded, &error, error.count)
             }
-            reading.endProgress()
+            reading.progress?.end()
             guard status == 0 else {
                 throw TraceToolkitError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
             }
@@ -73,13 +99,12 @@ public enum EventStream {
     /// The state of one read: the consumer, the converted strings, the progress line.
     private final class Reading {
         let body: (TraceEvent) -> Void
-        let progress: String?
-        let started = DispatchTime.now().uptimeNanoseconds
-        var events = 0
+        let progress: ProgressLine?
+        var events: UInt64 = 0
         /// The reader's strings are interned (one address per distinct string): each is converted once.
         var strings: [UnsafePointer<CChar>: String] = [:]
 
-        init(body: @escaping (TraceEvent) -> Void, progress: String?) {
+        init(body: @escaping (TraceEvent) -> Void, progress: ProgressLine?) {
             self.body = body
             self.progress = progress
         }
@@ -109,7 +134,7 @@ public enum EventStream {
 
         func take(_ raw: katana_ctf_event) {
             events += 1
-            if let progress, events % EventStream.progressEvery == 0 { report(progress) }
+            if let progress, events % UInt64(KATANA_CTF_PROGRESS_EVERY) == 0 { progress.show(events: events) }
             body(TraceEvent(
                 role: Self.role(raw.role), event: text(raw.event) ?? "?", timestamp: raw.timestamp_ns, id: raw.id,
                 parentID: raw.has_parent_id != 0 ? raw.parent_id : nil, name: text(raw.name), kind: text(raw.kind),
@@ -118,20 +143,6 @@ public enum EventStream {
                 budgetNanoseconds: raw.budget_ns, actualNanoseconds: raw.actual_ns,
                 vpid: raw.has_vpid != 0 ? raw.vpid : nil, vtid: raw.has_vtid != 0 ? raw.vtid : nil,
                 procname: text(raw.procname)))
-        }
-
-        func report(_ label: String) {
-            let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-            let rate = seconds > 0 ? Double(events) / seconds : 0
-            let line = "\r\(label): \(events) events, \(Int(rate)) events/s"
-            FileHandle.standardError.write(Data(line.utf8))
-        }
-
-        func endProgress() {
-            if let progress, events >= EventStream.progressEvery {
-                report(progress)
-                FileHandle.standardError.write(Data("\n".utf8))
-            }
         }
     }
 }

@@ -22,6 +22,8 @@ public struct AnalysisOptions: Sendable {
     public var minDurationNanoseconds: Int64 = 0
     /// A descriptor the reader writes a dot to every 20,000 events, or -1.
     public var progressDescriptor: Int32 = -1
+    /// Show progress on standard error when it is a terminal.
+    public var showsProgress = false
     public init() {}
 }
 
@@ -39,11 +41,19 @@ public enum NativeReader {
         given.end_s = options.end ?? 0
         given.min_duration_ns = options.minDurationNanoseconds
         given.progress_fd = options.progressDescriptor
+        let progress = options.showsProgress ? ProgressLine("analyze") : nil
+        if let progress {
+            given.progress = { events, context in
+                Unmanaged<ProgressLine>.fromOpaque(context!).takeUnretainedValue().show(events: events)
+            }
+            given.progress_context = Unmanaged.passUnretained(progress).toOpaque()
+        }
         var buffer: UnsafeMutablePointer<CChar>?
         var length = 0
         guard let out = open_memstream(&buffer, &length) else { throw TraceToolkitError("cannot allocate the report") }
         var error = [CChar](repeating: 0, count: 1024)
-        let status = katana_ctf_analyze(trace, &given, out, &error, error.count)
+        let status = withExtendedLifetime(progress) { katana_ctf_analyze(trace, &given, out, &error, error.count) }
+        progress?.end()
         fclose(out)
         defer { free(buffer) }
         guard status == 0 else {

@@ -92,6 +92,7 @@ struct Analyze: ParsableCommand {
         options.begin = begin
         options.end = end
         options.minDurationNanoseconds = try minDuration.map(Self.duration) ?? 0
+        options.showsProgress = true
         do {
             let document = try NativeReader.analyzeJSON(trace: trace, options: options)
             if json {

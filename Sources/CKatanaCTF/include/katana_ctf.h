@@ -5,6 +5,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Called every KATANA_CTF_PROGRESS_EVERY katana events with the count so far (`katana_ctf_bytes` tells how much of
+   the trace that is). */
+typedef void (*katana_ctf_progress_handler)(uint64_t events, void *context);
+#define KATANA_CTF_PROGRESS_EVERY 524288
+
+/* Bytes of the trace's data streams read so far (to the end of the packets begun), and in all. */
+void katana_ctf_bytes(uint64_t *read, uint64_t *total);
+
 /* What `katana-trace analyze` keeps and lists (see its --help). */
 typedef struct katana_ctf_options {
     /* The N longest dispatches to list (0: none). */
@@ -16,6 +24,9 @@ typedef struct katana_ctf_options {
     int64_t min_duration_ns;
     /* A descriptor to write one '.' to every 20,000 events (progress), or -1. */
     int progress_fd;
+    /* Progress for a person (or NULL), and what it is handed. */
+    katana_ctf_progress_handler progress;
+    void *progress_context;
 } katana_ctf_options;
 
 /* Reads the LTTng-UST CTF trace(s) under `root` and writes the analysis report, one JSON document, to `out`.
