@@ -108,7 +108,7 @@ enum { K_INT, K_STRING, K_STRUCT, K_ARRAY, K_SEQ, K_VARIANT };
 enum { ROLE_NONE, ROLE_EVENT_ID, ROLE_CLOCK };
 
 typedef struct type type;
-typedef struct { char *label; int64_t lo, hi; } mapping;
+typedef struct { char *label; int64_t lo, hi; uint32_t interned; /* the label's string id, once asked for */ } mapping;
 typedef struct {
     char *name;     /* without TSDL's leading underscore, as babeltrace2 names fields */
     type *t;
@@ -634,6 +634,7 @@ struct event_class {
     type *context, *fields;
     int role;        /* which katana event (see the analysis) */
     int katana;      /* the provider is katana */
+    uint32_t label;  /* the event's name without the provider, interned (katana events) */
     int slot[16];    /* the analysis' fields: index among the payload's or (+1000) the context's fields */
 };
 
@@ -955,9 +956,9 @@ static void update_clock(cursor *c, uint64_t v, unsigned size) {
     c->clock = updated;
 }
 
-static const mapping *enum_label(const type *t, uint64_t v) {
+static mapping *enum_label(const type *t, uint64_t v) {
     for (int i = 0; i < t->nmaps; i++) {
-        const mapping *m = &t->maps[i];
+        mapping *m = &t->maps[i];
         if (t->is_signed ? ((int64_t)v >= m->lo && (int64_t)v <= m->hi)
                          : (m->lo >= 0 && v >= (uint64_t)m->lo && m->hi >= 0 && v <= (uint64_t)m->hi))
             return m;
@@ -1256,6 +1257,8 @@ static uint64_t hash_bytes(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
     return h ^ (h >> 29);
 }
+
+uint32_t katana_ctf_string_count(void) { return (uint32_t)string_count; }
 
 static uint32_t intern(const char *s, size_t n) {
     if (!string_slot_count || string_count * 2 >= string_slot_count) {
@@ -1610,6 +1613,7 @@ static void classify(event_class *ec, const stream_class *sc) {
     ec->role = EV_OTHER;
     if (!ec->katana) return;
     const char *e = n + 7;
+    ec->label = intern(e, strlen(e));
     if (strcmp(e, "dispatch_enqueue") == 0) ec->role = EV_ENQUEUE;
     else if (strcmp(e, "dispatch_begin") == 0) ec->role = EV_BEGIN;
     else if (strcmp(e, "dispatch_end") == 0) ec->role = EV_END;
@@ -1671,9 +1675,10 @@ static uint32_t get_label(const stream *s, int f) {
     const type *t = field_type(s, f);
     if (v->kind != K_INT) fail("event %s: field '%s' is not an enum", s->ec->name, field_names[f]);
     if (t->nmaps) {
-        const mapping *m = enum_label(t, v->u);
+        mapping *m = enum_label(t, v->u);
         if (!m) fail("event %s: field '%s' has no label for %" PRIu64, s->ec->name, field_names[f], v->u);
-        return intern(m->label, strlen(m->label));
+        if (!m->interned) m->interned = intern(m->label, strlen(m->label));
+        return m->interned;
     }
     char text[32];
     int n = t->is_signed ? snprintf(text, sizeof text, "%" PRId64, (int64_t)v->u) : snprintf(text, sizeof text, "%" PRIu64, v->u);
@@ -2511,11 +2516,28 @@ int katana_ctf_analyze(const char *root, const katana_ctf_options *given, FILE *
 
 /* ------------------------------------------------------------------------------------------------- event reading */
 
+/* `intern` for a string field whose value mostly repeats (a type's name, a thread's name): the last id this cache
+   gave is checked first, with one comparison instead of a hash. */
+typedef struct { uint32_t id; } repeat_cache;
+
+static uint32_t intern_repeating(repeat_cache *cache, const char *s, size_t n) {
+    if (cache->id && strings[cache->id].n == n && memcmp(strings[cache->id].s, s, n) == 0) return cache->id;
+    cache->id = intern(s, n);
+    return cache->id;
+}
+
+static uint32_t get_string_repeating(const stream *s, int f, repeat_cache *cache) {
+    const value *v = get(s, f);
+    if (v->kind != K_STRING) fail("event %s: field '%s' is not a string", s->ec->name, field_names[f]);
+    return intern_repeating(cache, v->s, v->n);
+}
+
 typedef struct {
     katana_ctf_event_handler handler;
     void *context;
     uint64_t events;
     int stopped;
+    repeat_cache names[EV_INLINE + 1], procname;
 } event_reading;
 
 static const char *label_text(uint32_t id) { return id ? strings[id].s : NULL; }
@@ -2525,21 +2547,21 @@ static void deliver_event(const stream *s, void *context) {
     const event_class *ec = s->ec;
     if (reading->stopped || !ec->katana) return;
     reading->events++;
-    katana_ctf_event e = {.role = ec->role, .event = ec->name + 7, .timestamp_ns = s->ts};
+    katana_ctf_event e = {.role = ec->role, .event = ec->name + 7, .event_id = ec->label, .timestamp_ns = s->ts};
     switch (ec->role) {
     case EV_ENQUEUE: case EV_BEGIN: case EV_END: case EV_BUDGET: case EV_INLINE:
         e.id = get_uint(s, F_ID);
-        e.name = label_text(get_string(s, F_NAME));
-        if (ec->role != EV_INLINE) e.kind = label_text(get_label(s, F_KIND));
-        else e.kind = "state_updater";
+        e.name_id = get_string_repeating(s, F_NAME, &reading->names[ec->role]);
+        if (ec->role != EV_INLINE) e.kind_id = get_label(s, F_KIND);
+        else e.kind_id = state_updater_label ? state_updater_label : (state_updater_label = intern("state_updater", 13));
         break;
     case EV_INTERVAL_BEGIN: case EV_INTERVAL_END:
         e.id = get_uint(s, F_INTERVAL_ID);
-        e.name = label_text(get_string(s, F_NAME));
+        e.name_id = get_string(s, F_NAME);
         break;
     case EV_TRANSITION_BEGIN: case EV_TRANSITION_END:
         e.id = get_uint(s, F_TRANSITION_ID);
-        e.name = label_text(get_string(s, F_NAME));
+        e.name_id = get_string(s, F_NAME);
         break;
     default:
         break;
@@ -2548,13 +2570,13 @@ static void deliver_event(const stream *s, void *context) {
         e.parent_id = get_uint(s, F_PARENT_ID);
         e.has_parent_id = 1;
     }
-    if (ec->role == EV_ENQUEUE || ec->role == EV_BEGIN) e.queue = label_text(get_label(s, F_QUEUE));
+    if (ec->role == EV_ENQUEUE || ec->role == EV_BEGIN) e.queue_id = get_label(s, F_QUEUE);
     if (ec->role == EV_BEGIN || ec->role == EV_INLINE) {
         e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
         e.has_parallelism = 1;
     }
     if (ec->role == EV_END || ec->role == EV_INLINE || ec->role == EV_INTERVAL_END || ec->role == EV_TRANSITION_END)
-        e.outcome = label_text(get_label(s, F_OUTCOME));
+        e.outcome_id = get_label(s, F_OUTCOME);
     if (ec->role == EV_INLINE) e.duration_ns = get_uint(s, F_DURATION_NS);
     if (ec->role == EV_BUDGET) {
         e.budget_ns = get_uint(s, F_BUDGET_NS);
@@ -2563,7 +2585,12 @@ static void deliver_event(const stream *s, void *context) {
     e.has_vpid = get_context_int(s, F_VPID, &e.vpid);
     e.has_vtid = get_context_int(s, F_VTID, &e.vtid);
     const value *procname = get(s, F_PROCNAME);
-    if (procname && procname->kind == K_STRING) e.procname = label_text(intern(procname->s, procname->n));
+    if (procname && procname->kind == K_STRING) e.procname_id = intern_repeating(&reading->procname, procname->s, procname->n);
+    e.name = label_text(e.name_id);
+    e.kind = label_text(e.kind_id);
+    e.queue = label_text(e.queue_id);
+    e.outcome = label_text(e.outcome_id);
+    e.procname = label_text(e.procname_id);
     if (reading->handler(&e, reading->context) != 0) reading->stopped = 1;
 }
 

@@ -6,20 +6,17 @@
 struct ChromeJSONSink: TimelineSink {
     private let file: ExportFile
     private struct OpenSlice {
-        var name: String
+        var name: Label
         var category: Category
         var begin: Int64
         var args: SliceArgs
         var flow: Flow?
     }
 
-    private struct ThreadKey: Hashable {
-        var pid: Int64
-        var tid: Int64
-    }
-
     /// Each thread's open slices, innermost last.
-    private var open: [ThreadKey: [OpenSlice]] = [:]
+    private var open: [[OpenSlice]] = []
+    private var processPIDs: [Int64] = []
+    private var threadIDs: [(pid: Int64, tid: Int64)] = []
     private var out: [UInt8] = []
     private var origin: Int64?
     private var firstEvent = true
@@ -89,7 +86,7 @@ struct ChromeJSONSink: TimelineSink {
             quoted(name)
             raw(",")
         }
-        if let category { raw(#""cat":"\#(category.rawValue)","#) }
+        if let category { raw(#""cat":"\#(category.name)","#) }
         raw(#""ph":"\#(phase)""#)
         if let time { raw(#","ts":\#(microseconds(time))"#) }
         raw(#","pid":\#(pid)"#)
@@ -98,15 +95,15 @@ struct ChromeJSONSink: TimelineSink {
 
     private mutating func args(_ args: SliceArgs, _ more: SliceArgs = .none) {
         var first = true
-        func each(_ name: String, _ value: ArgValue) {
+        func each(_ name: ArgumentName, _ value: ArgumentValue) {
             raw(first ? #","args":{"# : ",")
             first = false
-            quoted(name)
+            quoted(name.text)
             raw(":")
             switch value {
             case let .uint(number): raw(String(number))
             case let .int(number): raw(String(number))
-            case let .string(text): quoted(text)
+            case let .text(label): quoted(label.text)
             }
         }
         args.forEach(each)
@@ -136,7 +133,7 @@ struct ChromeJSONSink: TimelineSink {
         case .queueWait: "w"
         case .interval: "i"
         case .navigation: "t"
-        default: group.category.rawValue
+        default: group.category.name
         }
         return "\(prefix)\(pid):\(id)"
     }
@@ -145,7 +142,8 @@ struct ChromeJSONSink: TimelineSink {
 
     mutating func start(at time: Int64) { origin = time }
 
-    mutating func process(pid: Int64, name: String) {
+    mutating func process(_ index: Int, pid: Int64, name: String) {
+        if index == processPIDs.count { processPIDs.append(pid) }
         open(phase: "M", name: "process_name", category: nil, at: nil, pid: pid, tid: nil)
         raw(#","args":{"name":"#)
         quoted(name)
@@ -153,7 +151,11 @@ struct ChromeJSONSink: TimelineSink {
         close()
     }
 
-    mutating func thread(pid: Int64, tid: Int64, name: String) {
+    mutating func thread(_ index: Int, process: Int, pid: Int64, tid: Int64, name: String) {
+        if index == threadIDs.count {
+            threadIDs.append((pid, tid))
+            open.append([])
+        }
         open(phase: "M", name: "thread_name", category: nil, at: nil, pid: pid, tid: tid)
         raw(#","args":{"name":"#)
         quoted(name)
@@ -161,19 +163,19 @@ struct ChromeJSONSink: TimelineSink {
         close()
     }
 
-    mutating func threadSliceBegin(pid: Int64, tid: Int64, at time: Int64, name: String, category: Category,
-                                   args: SliceArgs, flow: Flow?) {
-        open[ThreadKey(pid: pid, tid: tid), default: []]
-            .append(OpenSlice(name: name, category: category, begin: time, args: args, flow: flow))
+    mutating func threadSliceBegin(_ thread: Int, at time: Int64, name: Label, category: Category, args: SliceArgs,
+                                   flow: Flow?) {
+        open[thread].append(OpenSlice(name: name, category: category, begin: time, args: args, flow: flow))
     }
 
-    mutating func threadSliceEnd(pid: Int64, tid: Int64, at time: Int64, args: SliceArgs) {
-        guard let slice = open[ThreadKey(pid: pid, tid: tid)]?.popLast() else { return }
-        write(slice, pid: pid, tid: tid, end: time, endArgs: args)
+    mutating func threadSliceEnd(_ thread: Int, at time: Int64, args: SliceArgs) {
+        guard let slice = open[thread].popLast() else { return }
+        write(slice, thread: thread, end: time, endArgs: args)
     }
 
-    private mutating func write(_ slice: OpenSlice, pid: Int64, tid: Int64, end: Int64?, endArgs: SliceArgs) {
-        open(phase: "X", name: slice.name, category: slice.category, at: slice.begin, pid: pid, tid: tid)
+    private mutating func write(_ slice: OpenSlice, thread: Int, end: Int64?, endArgs: SliceArgs) {
+        open(phase: "X", name: slice.name.text, category: slice.category, at: slice.begin, pid: threadIDs[thread].pid,
+             tid: threadIDs[thread].tid)
         let nanoseconds = max(0, (end ?? slice.begin) - slice.begin)
         let fraction = String(nanoseconds % 1000)
         raw(#","dur":\#(nanoseconds / 1000).\#(String(repeating: "0", count: 3 - fraction.count))\#(fraction)"#)
@@ -182,58 +184,62 @@ struct ChromeJSONSink: TimelineSink {
         close()
     }
 
-    mutating func threadInstant(pid: Int64, tid: Int64, at time: Int64, name: String, category: Category,
-                                args: SliceArgs, flow: Flow?) {
+    mutating func threadInstant(_ thread: Int, at time: Int64, name: Label, category: Category, args: SliceArgs,
+                                flow: Flow?) {
+        let (pid, tid) = threadIDs[thread]
         if flow != nil {
             // A flow binds to a slice: a zero-length one stands for the instant.
-            open(phase: "X", name: name, category: category, at: time, pid: pid, tid: tid)
+            open(phase: "X", name: name.text, category: category, at: time, pid: pid, tid: tid)
             raw(#","dur":0"#)
             self.flow(flow)
         } else {
-            open(phase: "i", name: name, category: category, at: time, pid: pid, tid: tid)
+            open(phase: "i", name: name.text, category: category, at: time, pid: pid, tid: tid)
             raw(#","s":"t""#)
         }
         self.args(args)
         close()
     }
 
-    mutating func asyncBegin(pid: Int64, group: AsyncGroup, id: UInt64, at time: Int64, name: String, args: SliceArgs,
-                             flow: Flow?) {
-        open(phase: "b", name: name, category: group.category, at: time, pid: pid, tid: nil)
+    mutating func asyncBegin(_ process: Int, group: AsyncGroup, id: UInt64, at time: Int64, name: Label,
+                             args: SliceArgs, flow: Flow?) {
+        let pid = processPIDs[process]
+        open(phase: "b", name: name.text, category: group.category, at: time, pid: pid, tid: nil)
         raw(#","id":"\#(Self.asyncID(group, pid: pid, id: id))""#)
         self.flow(flow)
         self.args(args)
         close()
     }
 
-    mutating func asyncEnd(pid: Int64, group: AsyncGroup, id: UInt64, at time: Int64, name: String, args: SliceArgs) {
-        open(phase: "e", name: name, category: group.category, at: time, pid: pid, tid: nil)
+    mutating func asyncEnd(_ process: Int, group: AsyncGroup, id: UInt64, at time: Int64, name: Label, args: SliceArgs) {
+        let pid = processPIDs[process]
+        open(phase: "e", name: name.text, category: group.category, at: time, pid: pid, tid: nil)
         raw(#","id":"\#(Self.asyncID(group, pid: pid, id: id))""#)
         self.args(args)
         close()
     }
 
-    mutating func asyncInstant(pid: Int64, group: AsyncGroup, id: UInt64, at time: Int64, name: String,
+    mutating func asyncInstant(_ process: Int, group: AsyncGroup, id: UInt64, at time: Int64, name: Label,
                                args: SliceArgs, flow: Flow?) {
-        open(phase: "n", name: name, category: group.category, at: time, pid: pid, tid: nil)
+        let pid = processPIDs[process]
+        open(phase: "n", name: name.text, category: group.category, at: time, pid: pid, tid: nil)
         raw(#","id":"\#(Self.asyncID(group, pid: pid, id: id))""#)
         self.flow(flow)
         self.args(args)
         close()
     }
 
-    mutating func counter(pid: Int64, name: String, at time: Int64, value: Int64) {
-        open(phase: "C", name: name, category: nil, at: time, pid: pid, tid: nil)
+    mutating func inFlight(_ process: Int, at time: Int64, value: Int64) {
+        open(phase: "C", name: "side effects in flight", category: nil, at: time, pid: processPIDs[process], tid: nil)
         raw(#","args":{"in_flight":\#(value)}"#)
         close()
     }
 
     mutating func finish(summary: ExportSummary) throws(TraceToolkitError) {
         // Slices the trace's end cut: shown with no length where they began (their flows end there).
-        for (thread, slices) in open.sorted(by: { ($0.key.pid, $0.key.tid) < ($1.key.pid, $1.key.tid) }) {
-            for slice in slices.reversed() { write(slice, pid: thread.pid, tid: thread.tid, end: nil, endArgs: .none) }
+        for (thread, slices) in open.enumerated() {
+            for slice in slices.reversed() { write(slice, thread: thread, end: nil, endArgs: .none) }
         }
-        open = [:]
+        open = []
         raw(#"],"displayTimeUnit":"ns","otherData":{"source":"katana-trace export","dispatches":\#(summary.dispatches),"#
             + #""incomplete_dispatches":\#(summary.incompleteDispatches)}}"#)
         out.append(UInt8(ascii: "\n"))

@@ -14,26 +14,43 @@ public struct TraceEvent: Sendable {
         case other
     }
 
+    /// What the event is.
     public var role: Role
     /// The LTTng event's name without the provider (`dispatch_begin`, …).
     public var event: String
+    /// When, in nanoseconds of the trace's clock (LTTng-UST's: CLOCK_MONOTONIC).
     public var timestamp: Int64
     /// The dispatch's id, or the interval's or transition's.
     public var id: UInt64
+    /// The side effect that dispatched it (0: none), on the events that carry it.
     public var parentID: UInt64?
     /// The dispatched type's name, or the interval's or transition's.
     public var name: String?
+    /// `state_updater` or `side_effect`, on a dispatch's events.
     public var kind: String?
+    /// Where it runs (`updater_inline`, `updater_queue`, `side_effect_pool`), on enqueue and begin.
     public var queue: String?
+    /// How it ended (`ok`, `error`, `cancelled`, …), on ends.
     public var outcome: String?
+    /// Side effects in flight when it began, on begins.
     public var parallelism: Int64?
+    /// An inline updater's service time.
     public var durationNanoseconds: UInt64
+    /// A budget overrun's budget.
     public var budgetNanoseconds: UInt64
+    /// A budget overrun's measured time.
     public var actualNanoseconds: UInt64
+    /// The recording process (LTTng's `vpid` context), when recorded.
     public var vpid: Int64?
+    /// The recording thread (LTTng's `vtid` context), when recorded.
     public var vtid: Int64?
     /// The thread's name (LTTng's `procname` context), when recorded.
     public var procname: String?
+    /// The ids of `name`, `queue` and `outcome` in the reader's string table (0: absent): equal strings have equal
+    /// ids, so consumers key on these instead of hashing the text. Dense and small.
+    public var nameID: UInt32 = 0
+    public var queueID: UInt32 = 0
+    public var outcomeID: UInt32 = 0
 
     /// Whether it is a side effect's event (enqueue, begin or end).
     public var isSideEffect: Bool { kind == "side_effect" }
@@ -101,19 +118,21 @@ public enum EventStream {
         let body: (TraceEvent) -> Void
         let progress: ProgressLine?
         var events: UInt64 = 0
-        /// The reader's strings are interned (one address per distinct string): each is converted once.
-        var strings: [UnsafePointer<CChar>: String] = [:]
+        /// The reader's strings by their id (dense, small): each is converted once.
+        var strings: [String?] = []
 
         init(body: @escaping (TraceEvent) -> Void, progress: ProgressLine?) {
             self.body = body
             self.progress = progress
         }
 
-        func text(_ pointer: UnsafePointer<CChar>?) -> String? {
-            guard let pointer else { return nil }
-            if let known = strings[pointer] { return known }
+        func text(_ id: UInt32, _ pointer: UnsafePointer<CChar>?) -> String? {
+            guard id != 0, let pointer else { return nil }
+            let index = Int(id)
+            if index < strings.count, let known = strings[index] { return known }
+            if index >= strings.count { strings += Array(repeating: nil, count: max(index + 1 - strings.count, 64)) }
             let made = String(cString: pointer)
-            strings[pointer] = made
+            strings[index] = made
             return made
         }
 
@@ -136,13 +155,15 @@ public enum EventStream {
             events += 1
             if let progress, events % UInt64(KATANA_CTF_PROGRESS_EVERY) == 0 { progress.show(events: events) }
             body(TraceEvent(
-                role: Self.role(raw.role), event: text(raw.event) ?? "?", timestamp: raw.timestamp_ns, id: raw.id,
-                parentID: raw.has_parent_id != 0 ? raw.parent_id : nil, name: text(raw.name), kind: text(raw.kind),
-                queue: text(raw.queue), outcome: text(raw.outcome),
+                role: Self.role(raw.role), event: text(raw.event_id, raw.event) ?? "?", timestamp: raw.timestamp_ns,
+                id: raw.id, parentID: raw.has_parent_id != 0 ? raw.parent_id : nil, name: text(raw.name_id, raw.name),
+                kind: text(raw.kind_id, raw.kind), queue: text(raw.queue_id, raw.queue),
+                outcome: text(raw.outcome_id, raw.outcome),
                 parallelism: raw.has_parallelism != 0 ? raw.parallelism : nil, durationNanoseconds: raw.duration_ns,
                 budgetNanoseconds: raw.budget_ns, actualNanoseconds: raw.actual_ns,
                 vpid: raw.has_vpid != 0 ? raw.vpid : nil, vtid: raw.has_vtid != 0 ? raw.vtid : nil,
-                procname: text(raw.procname)))
+                procname: text(raw.procname_id, raw.procname),
+                nameID: raw.name_id, queueID: raw.queue_id, outcomeID: raw.outcome_id))
         }
     }
 }

@@ -50,9 +50,15 @@ final class ExportFile {
     }
 
     func write(_ bytes: [UInt8]) throws(TraceToolkitError) {
-        guard !bytes.isEmpty else { return }
-        let count = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
-        guard count == bytes.count else { throw TraceToolkitError("cannot write \(path): \(String(cString: strerror(errno)))") }
+        try checkWritten(bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }, of: bytes.count)
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws(TraceToolkitError) {
+        try checkWritten(fwrite(bytes.baseAddress, 1, bytes.count, file), of: bytes.count)
+    }
+
+    private func checkWritten(_ count: Int, of expected: Int) throws(TraceToolkitError) {
+        guard count == expected else { throw TraceToolkitError("cannot write \(path): \(String(cString: strerror(errno)))") }
         written += count
     }
 

@@ -12,38 +12,37 @@ struct PerfettoSink: TimelineSink {
     private var out = ProtobufWriter(capacity: 1 << 21)
     private var scratch = ProtobufWriter(capacity: 256)
     private var nextUUID: UInt64 = 1
-    private var processTracks: [Int64: UInt64] = [:]
-    private var threadTracks: [ThreadKey: UInt64] = [:]
-    private var counterTracks: [Int64: UInt64] = [:]
+    private var processTracks: [UInt64] = []
+    private var threadTracks: [UInt64] = []
+    private var counterTracks: [UInt64?] = []
     private var groups: [GroupKey: (uuid: UInt64, free: [UInt64])] = [:]
     private var slots: [SlotKey: UInt64] = [:]
-    private var names: [String: UInt64] = [:]
-    private var categories: [Category: UInt64] = [:]
-    private var argumentNames: [String: UInt64] = [:]
-    private var stringValues: [String: UInt64] = [:]
     private var first = true
     /// Timestamps are written relative to this (a clock of the sequence's own, tied to CLOCK_MONOTONIC by the first
     /// packet's snapshot): five bytes each instead of nine.
     private var origin: Int64 = 0
 
-    /// Interned entries a packet defines, written in its `interned_data`.
+    /// Interned names, categories, argument names and string values, and the entries defined since the last packet
+    /// (written in its `interned_data`).
+    private var names = InternTable()
+    private var stringValues = InternTable()
+    private var categories = [UInt64](repeating: 0, count: Category.allCases.count)
+    private var argumentNames = [UInt64](repeating: 0, count: ArgumentName.allCases.count)
     private var newNames: [(UInt64, String)] = []
     private var newCategories: [(UInt64, String)] = []
     private var newArgumentNames: [(UInt64, String)] = []
     private var newStringValues: [(UInt64, String)] = []
 
-    private struct ThreadKey: Hashable {
-        var pid: Int64
-        var tid: Int64
-    }
-
     private struct GroupKey: Hashable {
-        var pid: Int64
-        var group: AsyncGroup
+        var process: Int
+        var category: Category
+        /// The group name's string id, or its text when it has none.
+        var id: UInt32
+        var text: String?
     }
 
     private struct SlotKey: Hashable {
-        var pid: Int64
+        var process: Int
         var category: Category
         var id: UInt64
     }
@@ -109,11 +108,11 @@ struct PerfettoSink: TimelineSink {
             if let interned { packet.message(12) { $0.append(contentsOf: interned) } }  // interned_data
             body(&packet)
         }
-        if out.bytes.count >= 1 << 20 { flush() }
+        if out.count >= 1 << 20 { flush() }
     }
 
     /// The `InternedData` fields for the entries defined since the last packet, or nil.
-    private mutating func takeInterned() -> [UInt8]? {
+    private mutating func takeInterned() -> ProtobufWriter? {
         guard !(newNames.isEmpty && newCategories.isEmpty && newArgumentNames.isEmpty && newStringValues.isEmpty) else {
             return nil
         }
@@ -126,7 +125,7 @@ struct PerfettoSink: TimelineSink {
         newCategories.removeAll(keepingCapacity: true)
         newArgumentNames.removeAll(keepingCapacity: true)
         newStringValues.removeAll(keepingCapacity: true)
-        return interned.bytes
+        return interned
     }
 
     private var failure: TraceToolkitError?
@@ -136,55 +135,48 @@ struct PerfettoSink: TimelineSink {
             out.removeAll()
             return
         }
-        do { try file.write(out.bytes) } catch { failure = error }
+        do { try out.withBytes { bytes throws(TraceToolkitError) in try file.write(bytes) } } catch { failure = error }
         out.removeAll()
     }
 
     // MARK: Interning
 
-    private mutating func nameID(_ name: String) -> UInt64 {
-        if let known = names[name] { return known }
-        let iid = UInt64(names.count + 1)
-        names[name] = iid
-        newNames.append((iid, name))
+    private mutating func nameID(_ label: Label) -> UInt64 {
+        let (iid, isNew) = names.iid(label)
+        if isNew { newNames.append((iid, label.text)) }
         return iid
     }
 
     private mutating func categoryID(_ category: Category) -> UInt64 {
-        if let known = categories[category] { return known }
-        let iid = UInt64(categories.count + 1)
-        categories[category] = iid
-        newCategories.append((iid, category.rawValue))
+        if categories[category.rawValue] != 0 { return categories[category.rawValue] }
+        let iid = UInt64(category.rawValue + 1)
+        categories[category.rawValue] = iid
+        newCategories.append((iid, category.name))
         return iid
     }
 
-    private mutating func argumentNameID(_ name: String) -> UInt64 {
-        if let known = argumentNames[name] { return known }
-        let iid = UInt64(argumentNames.count + 1)
-        argumentNames[name] = iid
-        newArgumentNames.append((iid, name))
+    private mutating func argumentNameID(_ name: ArgumentName) -> UInt64 {
+        if argumentNames[name.rawValue] != 0 { return argumentNames[name.rawValue] }
+        let iid = UInt64(name.rawValue + 1)
+        argumentNames[name.rawValue] = iid
+        newArgumentNames.append((iid, name.text))
         return iid
     }
 
-    private mutating func stringValueID(_ text: String) -> UInt64 {
-        if let known = stringValues[text] { return known }
-        let iid = UInt64(stringValues.count + 1)
-        stringValues[text] = iid
-        newStringValues.append((iid, text))
+    private mutating func stringValueID(_ label: Label) -> UInt64 {
+        let (iid, isNew) = stringValues.iid(label)
+        if isNew { newStringValues.append((iid, label.text)) }
         return iid
     }
 
     // MARK: Tracks
 
-    private mutating func processTrack(_ pid: Int64) -> UInt64 {
-        if let known = processTracks[pid] { return known }
-        process(pid: pid, name: "katana pid \(pid)")
-        return processTracks[pid]!
-    }
-
-    mutating func process(pid: Int64, name: String) {
-        let track = processTracks[pid] ?? uuid()
-        processTracks[pid] = track
+    mutating func process(_ index: Int, pid: Int64, name: String) {
+        if index == processTracks.count {
+            processTracks.append(uuid())
+            counterTracks.append(nil)
+        }
+        let track = processTracks[index]
         packet(timestamp: nil) { packet in
             packet.message(60) { descriptor in  // track_descriptor
                 descriptor.uint(1, track)  // uuid
@@ -196,17 +188,9 @@ struct PerfettoSink: TimelineSink {
         }
     }
 
-    private mutating func threadTrack(_ pid: Int64, _ tid: Int64) -> UInt64 {
-        if let known = threadTracks[ThreadKey(pid: pid, tid: tid)] { return known }
-        thread(pid: pid, tid: tid, name: "thread \(tid)")
-        return threadTracks[ThreadKey(pid: pid, tid: tid)]!
-    }
-
-    mutating func thread(pid: Int64, tid: Int64, name: String) {
-        _ = processTrack(pid)
-        let key = ThreadKey(pid: pid, tid: tid)
-        let track = threadTracks[key] ?? uuid()
-        threadTracks[key] = track
+    mutating func thread(_ index: Int, process: Int, pid: Int64, tid: Int64, name: String) {
+        if index == threadTracks.count { threadTracks.append(uuid()) }
+        let track = threadTracks[index]
         packet(timestamp: nil) { packet in
             packet.message(60) { descriptor in  // track_descriptor
                 descriptor.uint(1, track)  // uuid
@@ -219,59 +203,49 @@ struct PerfettoSink: TimelineSink {
         }
     }
 
-    /// A free child track of `group` for the slice `id` (a new one when all are busy).
-    private mutating func takeSlot(pid: Int64, group: AsyncGroup, id: UInt64) -> UInt64 {
-        let key = GroupKey(pid: pid, group: group)
-        if groups[key] == nil {
-            let parent = processTrack(pid)
-            let track = uuid()
-            groups[key] = (track, [])
-            packet(timestamp: nil) { packet in
-                packet.message(60) { descriptor in
-                    descriptor.uint(1, track)
-                    descriptor.string(2, group.name)  // name
-                    descriptor.uint(5, parent)  // parent_uuid
-                }
+    /// A track named `name` under `parent` (no process or thread of its own).
+    private mutating func namedTrack(_ name: String, parent: UInt64, counter: Bool = false) -> UInt64 {
+        let track = uuid()
+        packet(timestamp: nil) { packet in
+            packet.message(60) { descriptor in
+                descriptor.uint(1, track)
+                descriptor.string(2, name)  // name
+                descriptor.uint(5, parent)  // parent_uuid
+                if counter { descriptor.message(8) { _ in } }  // counter: a CounterDescriptor, defaults
             }
         }
+        return track
+    }
+
+    /// A free child track of `group` for the slice `id` (a new one when all are busy).
+    private mutating func takeSlot(_ process: Int, group: AsyncGroup, id: UInt64) -> UInt64 {
+        let key = GroupKey(process: process, category: group.category, id: group.name.id,
+                           text: group.name.id == 0 ? group.name.text : nil)
+        if groups[key] == nil { groups[key] = (namedTrack(group.name.text, parent: processTracks[process]), []) }
         let track: UInt64
         if let free = groups[key]!.free.popLast() {
             track = free
         } else {
-            track = uuid()
-            let parent = groups[key]!.uuid
-            packet(timestamp: nil) { packet in
-                packet.message(60) { descriptor in
-                    descriptor.uint(1, track)
-                    descriptor.string(2, group.name)
-                    descriptor.uint(5, parent)
-                }
-            }
+            track = namedTrack(group.name.text, parent: groups[key]!.uuid)
         }
-        slots[SlotKey(pid: pid, category: group.category, id: id)] = track
+        slots[SlotKey(process: process, category: group.category, id: id)] = track
         return track
     }
 
-    private mutating func counterTrack(_ pid: Int64, _ name: String) -> UInt64 {
-        if let known = counterTracks[pid] { return known }
-        let parent = processTrack(pid)
-        let track = uuid()
-        counterTracks[pid] = track
-        packet(timestamp: nil) { packet in
-            packet.message(60) { descriptor in
-                descriptor.uint(1, track)
-                descriptor.string(2, name)
-                descriptor.uint(5, parent)
-                descriptor.message(8) { _ in }  // counter: a CounterDescriptor, defaults
-            }
+    private mutating func releaseSlot(_ process: Int, group: AsyncGroup, id: UInt64) -> UInt64? {
+        guard let track = slots.removeValue(forKey: SlotKey(process: process, category: group.category, id: id)) else {
+            return nil
         }
+        let key = GroupKey(process: process, category: group.category, id: group.name.id,
+                           text: group.name.id == 0 ? group.name.text : nil)
+        groups[key]?.free.append(track)
         return track
     }
 
     // MARK: Events
 
     /// One `TrackEvent` (`TracePacket.track_event`, field 11).
-    private mutating func event(_ type: EventType, track: UInt64, at time: Int64, name: String?, category: Category?,
+    private mutating func event(_ type: EventType, track: UInt64, at time: Int64, name: Label?, category: Category?,
                                 args: SliceArgs, flow: Flow?, counter: Int64? = nil) {
         let nameIID = name.map { nameID($0) }
         let categoryIID = category.map { categoryID($0) }
@@ -284,12 +258,12 @@ struct PerfettoSink: TimelineSink {
                 scratch.message(4) { $0.uint(1, nameIID); $0.uint(3, number) }  // debug_annotations: name_iid, uint_value
             case let .int(number):
                 scratch.message(4) { $0.uint(1, nameIID); $0.int(4, number) }  // int_value
-            case let .string(text):
-                let valueIID = stringValueID(text)
+            case let .text(label):
+                let valueIID = stringValueID(label)
                 scratch.message(4) { $0.uint(1, nameIID); $0.uint(17, valueIID) }  // string_value_iid
             }
         }
-        let annotations = scratch.bytes
+        let annotations = scratch  // shares the buffer: read below, before scratch is written again
         packet(timestamp: time) { packet in
             packet.message(11) { event in  // track_event
                 if let categoryIID { event.uint(3, categoryIID) }  // category_iids
@@ -303,46 +277,76 @@ struct PerfettoSink: TimelineSink {
         }
     }
 
-    mutating func threadSliceBegin(pid: Int64, tid: Int64, at time: Int64, name: String, category: Category,
-                                   args: SliceArgs, flow: Flow?) {
-        event(.sliceBegin, track: threadTrack(pid, tid), at: time, name: name, category: category, args: args, flow: flow)
+    mutating func threadSliceBegin(_ thread: Int, at time: Int64, name: Label, category: Category, args: SliceArgs,
+                                   flow: Flow?) {
+        event(.sliceBegin, track: threadTracks[thread], at: time, name: name, category: category, args: args, flow: flow)
     }
 
-    mutating func threadSliceEnd(pid: Int64, tid: Int64, at time: Int64, args: SliceArgs) {
-        event(.sliceEnd, track: threadTrack(pid, tid), at: time, name: nil, category: nil, args: args, flow: nil)
+    mutating func threadSliceEnd(_ thread: Int, at time: Int64, args: SliceArgs) {
+        event(.sliceEnd, track: threadTracks[thread], at: time, name: nil, category: nil, args: args, flow: nil)
     }
 
-    mutating func threadInstant(pid: Int64, tid: Int64, at time: Int64, name: String, category: Category,
-                                args: SliceArgs, flow: Flow?) {
-        event(.instant, track: threadTrack(pid, tid), at: time, name: name, category: category, args: args, flow: flow)
+    mutating func threadInstant(_ thread: Int, at time: Int64, name: Label, category: Category, args: SliceArgs,
+                                flow: Flow?) {
+        event(.instant, track: threadTracks[thread], at: time, name: name, category: category, args: args, flow: flow)
     }
 
-    mutating func asyncBegin(pid: Int64, group: AsyncGroup, id: UInt64, at time: Int64, name: String, args: SliceArgs,
-                             flow: Flow?) {
-        let track = takeSlot(pid: pid, group: group, id: id)
+    mutating func asyncBegin(_ process: Int, group: AsyncGroup, id: UInt64, at time: Int64, name: Label,
+                             args: SliceArgs, flow: Flow?) {
+        let track = takeSlot(process, group: group, id: id)
         event(.sliceBegin, track: track, at: time, name: name, category: group.category, args: args, flow: flow)
     }
 
-    mutating func asyncEnd(pid: Int64, group: AsyncGroup, id: UInt64, at time: Int64, name: String, args: SliceArgs) {
-        guard let track = slots.removeValue(forKey: SlotKey(pid: pid, category: group.category, id: id)) else { return }
+    mutating func asyncEnd(_ process: Int, group: AsyncGroup, id: UInt64, at time: Int64, name: Label, args: SliceArgs) {
+        guard let track = releaseSlot(process, group: group, id: id) else { return }
         event(.sliceEnd, track: track, at: time, name: nil, category: nil, args: args, flow: nil)
-        groups[GroupKey(pid: pid, group: group)]?.free.append(track)
     }
 
-    mutating func asyncInstant(pid: Int64, group: AsyncGroup, id: UInt64, at time: Int64, name: String,
+    mutating func asyncInstant(_ process: Int, group: AsyncGroup, id: UInt64, at time: Int64, name: Label,
                                args: SliceArgs, flow: Flow?) {
-        guard let track = slots[SlotKey(pid: pid, category: group.category, id: id)] else { return }
+        guard let track = slots[SlotKey(process: process, category: group.category, id: id)] else { return }
         event(.instant, track: track, at: time, name: name, category: group.category, args: args, flow: flow)
     }
 
-    mutating func counter(pid: Int64, name: String, at time: Int64, value: Int64) {
-        event(.counter, track: counterTrack(pid, name), at: time, name: nil, category: nil, args: .none, flow: nil,
-              counter: value)
+    mutating func inFlight(_ process: Int, at time: Int64, value: Int64) {
+        let track: UInt64
+        if let known = counterTracks[process] {
+            track = known
+        } else {
+            track = namedTrack("side effects in flight", parent: processTracks[process], counter: true)
+            counterTracks[process] = track
+        }
+        event(.counter, track: track, at: time, name: nil, category: nil, args: .none, flow: nil, counter: value)
     }
 
     mutating func finish(summary: ExportSummary) throws(TraceToolkitError) {
         flush()
         if let failure { throw failure }
         try file.commit()
+    }
+}
+
+/// Interned ids for labels: by the reader's string id (an array lookup) in each form, or by the text for labels made
+/// here. Ids start at 1, in the order first asked for.
+struct InternTable {
+    private var byID: [[UInt64]] = Array(repeating: [], count: 3)
+    private var byText: [String: UInt64] = [:]
+    private var count: UInt64 = 0
+
+    /// The label's interned id, and whether it is new (then its definition must be written).
+    mutating func iid(_ label: Label) -> (UInt64, Bool) {
+        if label.id == 0 {
+            let text = label.text
+            if let known = byText[text] { return (known, false) }
+            count += 1
+            byText[text] = count
+            return (count, true)
+        }
+        let form = label.form.rawValue, index = Int(label.id)
+        if index < byID[form].count, byID[form][index] != 0 { return (byID[form][index], false) }
+        if index >= byID[form].count { byID[form] += Array(repeating: 0, count: max(index + 1 - byID[form].count, 64)) }
+        count += 1
+        byID[form][index] = count
+        return (count, true)
     }
 }

@@ -1,35 +1,79 @@
 /// What a trace shows on a timeline, format-neutral: slices on threads, asynchronous slices grouped by what they are,
 /// instants, counters and flows. ``Timeline`` turns katana events into these calls; ``PerfettoSink`` writes them as
 /// Perfetto's protobuf, ``ChromeJSONSink`` as Chrome's trace-event JSON.
+///
+/// Processes and threads are named once and then passed as dense indexes, and names carry the reader's string ids,
+/// so that a sink keys its tables on small integers: an export of millions of dispatches hashes no text per event
+/// (the export's cost is measured against `analyze`'s on the same recording, see the trace toolkit guide).
 protocol TimelineSink {
     /// Called once, before anything else, with the first event's time.
     mutating func start(at: Int64)
-    mutating func process(pid: Int64, name: String)
-    mutating func thread(pid: Int64, tid: Int64, name: String)
+    /// Declares (or renames) process `index`.
+    mutating func process(_ index: Int, pid: Int64, name: String)
+    /// Declares (or renames) thread `index`, of process `process`.
+    mutating func thread(_ index: Int, process: Int, pid: Int64, tid: Int64, name: String)
     /// A slice on a thread's track: slices on one thread nest strictly.
-    mutating func threadSliceBegin(pid: Int64, tid: Int64, at: Int64, name: String, category: Category, args: SliceArgs, flow: Flow?)
-    mutating func threadSliceEnd(pid: Int64, tid: Int64, at: Int64, args: SliceArgs)
-    mutating func threadInstant(pid: Int64, tid: Int64, at: Int64, name: String, category: Category, args: SliceArgs, flow: Flow?)
+    mutating func threadSliceBegin(_ thread: Int, at: Int64, name: Label, category: Category, args: SliceArgs, flow: Flow?)
+    mutating func threadSliceEnd(_ thread: Int, at: Int64, args: SliceArgs)
+    mutating func threadInstant(_ thread: Int, at: Int64, name: Label, category: Category, args: SliceArgs, flow: Flow?)
     /// An asynchronous slice (they overlap freely), identified by `id` within its `group` of one category.
-    mutating func asyncBegin(pid: Int64, group: AsyncGroup, id: UInt64, at: Int64, name: String, args: SliceArgs, flow: Flow?)
-    mutating func asyncEnd(pid: Int64, group: AsyncGroup, id: UInt64, at: Int64, name: String, args: SliceArgs)
+    mutating func asyncBegin(_ process: Int, group: AsyncGroup, id: UInt64, at: Int64, name: Label, args: SliceArgs, flow: Flow?)
+    mutating func asyncEnd(_ process: Int, group: AsyncGroup, id: UInt64, at: Int64, name: Label, args: SliceArgs)
     /// An instant on the track of a running asynchronous slice.
-    mutating func asyncInstant(pid: Int64, group: AsyncGroup, id: UInt64, at: Int64, name: String, args: SliceArgs, flow: Flow?)
-    mutating func counter(pid: Int64, name: String, at: Int64, value: Int64)
+    mutating func asyncInstant(_ process: Int, group: AsyncGroup, id: UInt64, at: Int64, name: Label, args: SliceArgs, flow: Flow?)
+    /// The process's count of side effects in flight.
+    mutating func inFlight(_ process: Int, at: Int64, value: Int64)
     /// Ends the output; `summary` goes where the format keeps metadata.
     mutating func finish(summary: ExportSummary) throws(TraceToolkitError)
 }
 
+/// A name on the timeline: a string of the trace (its id in the reader's table, 0 for one made here) in one of a
+/// few forms. Equal labels have equal keys; the text is made only when a sink first needs it.
+struct Label {
+    enum Form: Int {
+        case plain = 0, dispatchCall = 1, overBudget = 2
+    }
+
+    var form: Form
+    /// The string's id in the reader's table, or 0 (then sinks key on the text).
+    var id: UInt32
+    var base: String
+
+    static func plain(_ text: String, id: UInt32) -> Label { Label(form: .plain, id: id, base: text) }
+
+    /// A fixed name of this exporter's own.
+    static func fixed(_ text: String) -> Label { Label(form: .plain, id: 0, base: text) }
+
+    var text: String {
+        switch form {
+        case .plain: base
+        case .dispatchCall: "dispatch \(base)"
+        case .overBudget: "over budget: \(base)"
+        }
+    }
+}
+
 /// What a timeline event is, for the viewer's filters and colours.
-enum Category: String {
-    case stateUpdater = "state_updater", sideEffect = "side_effect", dispatch, queueWait = "queue_wait", interval,
-         navigation, budget
+enum Category: Int, CaseIterable {
+    case stateUpdater, sideEffect, dispatch, queueWait, interval, navigation, budget
+
+    var name: String {
+        switch self {
+        case .stateUpdater: "state_updater"
+        case .sideEffect: "side_effect"
+        case .dispatch: "dispatch"
+        case .queueWait: "queue_wait"
+        case .interval: "interval"
+        case .navigation: "navigation"
+        case .budget: "budget"
+        }
+    }
 }
 
 /// A group of asynchronous slices: its category and the name its tracks are shown under.
-struct AsyncGroup: Hashable {
+struct AsyncGroup {
     var category: Category
-    var name: String
+    var name: Label
 }
 
 /// A link between events: one starts it, any number pass it on, one ends it.
@@ -42,40 +86,61 @@ struct Flow {
     var step: Step
 }
 
+/// The names of the arguments a slice may carry.
+enum ArgumentName: Int, CaseIterable {
+    case id, parentID, parent, queue, dispatchable, childID, parallelism, queueWait, outcome, budget, actual
+
+    var text: String {
+        switch self {
+        case .id: "id"
+        case .parentID: "parent_id"
+        case .parent: "parent"
+        case .queue: "queue"
+        case .dispatchable: "dispatchable"
+        case .childID: "child_id"
+        case .parallelism: "parallelism"
+        case .queueWait: "queue_wait_ns"
+        case .outcome: "outcome"
+        case .budget: "budget_ns"
+        case .actual: "actual_ns"
+        }
+    }
+}
+
+enum ArgumentValue {
+    case uint(UInt64), int(Int64), text(Label)
+}
+
 /// The arguments a slice may carry, as fields (not a dictionary: no allocation per event).
 struct SliceArgs {
     var id: UInt64?
     var parentID: UInt64?
-    var queue: String?
-    var outcome: String?
+    var parent: Label?
+    var queue: Label?
+    var dispatchable: Label?
+    var childID: UInt64?
     var parallelism: Int64?
     var queueWaitNanoseconds: Int64?
-    var dispatchable: String?
-    var childID: UInt64?
+    var outcome: Label?
     var budgetNanoseconds: UInt64?
     var actualNanoseconds: UInt64?
-    var parent: String?
 
     static let none = SliceArgs()
 
-    /// The arguments present, in a fixed order, with their names.
-    func forEach(_ body: (String, ArgValue) -> Void) {
-        if let id { body("id", .uint(id)) }
-        if let parentID { body("parent_id", .uint(parentID)) }
-        if let parent { body("parent", .string(parent)) }
-        if let queue { body("queue", .string(queue)) }
-        if let dispatchable { body("dispatchable", .string(dispatchable)) }
-        if let childID { body("child_id", .uint(childID)) }
-        if let parallelism { body("parallelism", .int(parallelism)) }
-        if let queueWaitNanoseconds { body("queue_wait_ns", .int(queueWaitNanoseconds)) }
-        if let outcome { body("outcome", .string(outcome)) }
-        if let budgetNanoseconds { body("budget_ns", .uint(budgetNanoseconds)) }
-        if let actualNanoseconds { body("actual_ns", .uint(actualNanoseconds)) }
+    /// The arguments present, in a fixed order.
+    func forEach(_ body: (ArgumentName, ArgumentValue) -> Void) {
+        if let id { body(.id, .uint(id)) }
+        if let parentID { body(.parentID, .uint(parentID)) }
+        if let parent { body(.parent, .text(parent)) }
+        if let queue { body(.queue, .text(queue)) }
+        if let dispatchable { body(.dispatchable, .text(dispatchable)) }
+        if let childID { body(.childID, .uint(childID)) }
+        if let parallelism { body(.parallelism, .int(parallelism)) }
+        if let queueWaitNanoseconds { body(.queueWait, .int(queueWaitNanoseconds)) }
+        if let outcome { body(.outcome, .text(outcome)) }
+        if let budgetNanoseconds { body(.budget, .uint(budgetNanoseconds)) }
+        if let actualNanoseconds { body(.actual, .uint(actualNanoseconds)) }
     }
-}
-
-enum ArgValue {
-    case uint(UInt64), int(Int64), string(String)
 }
 
 /// What an export wrote.
@@ -107,13 +172,13 @@ struct Timeline<Sink: TimelineSink> {
     }
 
     private struct Pending {
-        var name: String
+        var name: Label
         var isSideEffect: Bool
         /// The flow from the dispatch call (and its parent) to the begin.
         var flow: UInt64
         var enqueuedAt: Int64?
-        var beganAt: Int64?
-        var beganOn: Int64 = 0
+        var began = false
+        var beganOn = 0
     }
 
     private struct ThreadKey: Hashable {
@@ -121,57 +186,97 @@ struct Timeline<Sink: TimelineSink> {
         var tid: Int64
     }
 
-    /// A thread's own name and what it ran, to name it by its roles at the end.
+    /// A thread's own name and what it ran (counts by the queue's string id), to name it by its roles at the end.
     private struct ThreadInfo {
+        var pid: Int64
+        var tid: Int64
+        var process: Int
         var procname: String?
-        var roles: [String: Int] = [:]
+        var roles: [Int] = []
+        /// Inline updaters applied: their event has no queue field to count by.
+        var inlineRuns = 0
+    }
+
+    private struct ProcessInfo {
+        var pid: Int64
+        var named = false
+        var inFlight: Int64 = 0
     }
 
     private var pending: [Key: Pending] = [:]
-    private var intervals: [Key: String] = [:]
-    private var transitions: [Key: String] = [:]
-    private var processes: [Int64: String?] = [:]
-    private var threads: [ThreadKey: ThreadInfo] = [:]
-    private var inFlight: [Int64: Int64] = [:]
+    private var intervals: [Key: Label] = [:]
+    private var transitions: [Key: Label] = [:]
+    private var processIndex: [Int64: Int] = [:]
+    private var processes: [ProcessInfo] = []
+    private var threadIndex: [ThreadKey: Int] = [:]
+    private var threads: [ThreadInfo] = []
+    /// The queues' names by string id, for the threads' role names.
+    private var queueNames: [UInt32: String] = [:]
+    /// The last event's thread: consecutive events of one thread look nothing up.
+    private var last: (key: ThreadKey, thread: Int)?
     private var nextFlow: UInt64 = 1
     private(set) var summary = ExportSummary()
 
+    private static var queueWaitGroup: AsyncGroup { AsyncGroup(category: .queueWait, name: .fixed("queue wait")) }
+    private static var navigationGroup: AsyncGroup { AsyncGroup(category: .navigation, name: .fixed("navigation")) }
+
     init(sink: Sink) { self.sink = sink }
 
-    private mutating func see(_ event: TraceEvent) -> (pid: Int64, tid: Int64) {
-        let pid = event.vpid ?? 0, tid = event.vtid ?? 0
-        if processes[pid] == nil {
-            processes[pid] = .some(nil)
-            sink.process(pid: pid, name: "katana pid \(pid)")
+    /// The event's thread (and its process), declared to the sink when first seen.
+    private mutating func thread(of event: TraceEvent) -> Int {
+        let key = ThreadKey(pid: event.vpid ?? 0, tid: event.vtid ?? 0)
+        if let last, last.key == key { return last.thread }
+        let thread: Int
+        if let known = threadIndex[key] {
+            thread = known
+        } else {
+            let process = self.process(key.pid)
+            thread = threads.count
+            threadIndex[key] = thread
+            threads.append(ThreadInfo(pid: key.pid, tid: key.tid, process: process, procname: event.procname))
+            sink.thread(thread, process: process, pid: key.pid, tid: key.tid,
+                        name: event.procname.map { "\($0) \(key.tid)" } ?? "thread \(key.tid)")
+            // LTTng's procname is the thread's name: the process is named by its main thread's.
+            if key.tid == key.pid, let procname = event.procname, !processes[process].named {
+                processes[process].named = true
+                sink.process(process, pid: key.pid, name: "\(procname) (pid \(key.pid))")
+            }
         }
-        // LTTng's procname is the thread's name: the process is named by its main thread's.
-        if tid == pid, let procname = event.procname, processes[pid]! == nil {
-            processes[pid] = procname
-            sink.process(pid: pid, name: "\(procname) (pid \(pid))")
-        }
-        let key = ThreadKey(pid: pid, tid: tid)
-        if threads[key] == nil {
-            threads[key] = ThreadInfo(procname: event.procname)
-            sink.thread(pid: pid, tid: tid, name: event.procname.map { "\($0) \(tid)" } ?? "thread \(tid)")
-        }
-        return (pid, tid)
+        last = (key, thread)
+        return thread
     }
 
-    private mutating func ran(_ queue: String?, on thread: ThreadKey) {
-        guard let queue else { return }
-        threads[thread, default: ThreadInfo()].roles[queue, default: 0] += 1
+    private mutating func process(_ pid: Int64) -> Int {
+        if let known = processIndex[pid] { return known }
+        let index = processes.count
+        processIndex[pid] = index
+        processes.append(ProcessInfo(pid: pid))
+        sink.process(index, pid: pid, name: "katana pid \(pid)")
+        return index
+    }
+
+    private mutating func ran(_ event: TraceEvent, queue: UInt32, on thread: Int) {
+        guard queue != 0 else { return }
+        let index = Int(queue)
+        if index >= threads[thread].roles.count {
+            threads[thread].roles += Array(repeating: 0, count: index + 1 - threads[thread].roles.count)
+        }
+        if threads[thread].roles[index] == 0, queueNames[queue] == nil { queueNames[queue] = event.queue }
+        threads[thread].roles[index] += 1
     }
 
     /// The flow from a running parent side effect, if `parentID` names one: an instant on its track passes the flow on.
-    private mutating func fromParent(_ parentID: UInt64?, pid: Int64, at time: Int64, child: String, childID: UInt64,
-                                     flow: UInt64) -> Bool {
+    private mutating func fromParent(_ parentID: UInt64?, process: Int, pid: Int64, at time: Int64, child: Label,
+                                     childID: UInt64, flow: UInt64) -> Bool {
         guard let parentID, parentID != 0, let parent = pending[Key(pid: pid, id: parentID)], parent.isSideEffect,
-              parent.beganAt != nil else { return false }
+              parent.began else { return false }
         var args = SliceArgs()
         args.dispatchable = child
         args.childID = childID
-        sink.asyncInstant(pid: pid, group: AsyncGroup(category: .sideEffect, name: parent.name), id: parentID, at: time,
-                          name: "dispatch \(child)", args: args, flow: Flow(id: flow, step: .starts))
+        var call = child
+        call.form = .dispatchCall
+        sink.asyncInstant(process, group: AsyncGroup(category: .sideEffect, name: parent.name), id: parentID, at: time,
+                          name: call, args: args, flow: Flow(id: flow, step: .starts))
         return true
     }
 
@@ -187,68 +292,70 @@ struct Timeline<Sink: TimelineSink> {
             sink.start(at: event.timestamp >= duration ? event.timestamp - duration : 0)
         }
         summary.events += 1
-        let (pid, tid) = see(event)
+        let thread = self.thread(of: event)
+        let process = threads[thread].process, pid = threads[thread].pid
         let key = Key(pid: pid, id: event.id)
-        let name = event.name ?? "?"
+        let name = Label.plain(event.name ?? "?", id: event.nameID)
+        let queue = event.queue.map { Label.plain($0, id: event.queueID) }
+        let outcome = event.outcome.map { Label.plain($0, id: event.outcomeID) }
         switch event.role {
         case .enqueue:
             let flow = takeFlow()
-            let continued = fromParent(event.parentID, pid: pid, at: event.timestamp, child: name, childID: event.id, flow: flow)
+            let continued = fromParent(event.parentID, process: process, pid: pid, at: event.timestamp, child: name,
+                                       childID: event.id, flow: flow)
             var args = SliceArgs()
             args.id = event.id
-            args.queue = event.queue
-            sink.threadInstant(pid: pid, tid: tid, at: event.timestamp, name: "dispatch \(name)", category: .dispatch,
-                               args: args, flow: Flow(id: flow, step: continued ? .continues : .starts))
+            args.queue = queue
+            var call = name
+            call.form = .dispatchCall
+            sink.threadInstant(thread, at: event.timestamp, name: call, category: .dispatch, args: args,
+                               flow: Flow(id: flow, step: continued ? .continues : .starts))
             var wait = SliceArgs()
             wait.dispatchable = name
-            sink.asyncBegin(pid: pid, group: AsyncGroup(category: .queueWait, name: "queue wait"), id: event.id,
-                            at: event.timestamp, name: "queue wait", args: wait, flow: nil)
+            sink.asyncBegin(process, group: Self.queueWaitGroup, id: event.id, at: event.timestamp,
+                            name: Self.queueWaitGroup.name, args: wait, flow: nil)
             pending[key] = Pending(name: name, isSideEffect: event.isSideEffect, flow: flow, enqueuedAt: event.timestamp)
         case .begin:
             var entry = pending[key] ?? Pending(name: name, isSideEffect: event.isSideEffect, flow: 0)
             var args = SliceArgs()
             args.id = event.id
             if let parent = event.parentID, parent != 0 { args.parentID = parent }
-            args.queue = event.queue
+            args.queue = queue
             args.parallelism = event.parallelism
             if let enqueued = entry.enqueuedAt {
                 args.queueWaitNanoseconds = event.timestamp - enqueued
-                sink.asyncEnd(pid: pid, group: AsyncGroup(category: .queueWait, name: "queue wait"), id: event.id,
-                              at: event.timestamp, name: "queue wait", args: .none)
+                sink.asyncEnd(process, group: Self.queueWaitGroup, id: event.id, at: event.timestamp,
+                              name: Self.queueWaitGroup.name, args: .none)
             }
             let flow = entry.enqueuedAt == nil ? nil : Flow(id: entry.flow, step: .terminates)
             if entry.isSideEffect {
-                inFlight[pid, default: 0] += 1
-                sink.counter(pid: pid, name: "side effects in flight", at: event.timestamp, value: inFlight[pid]!)
-                sink.asyncBegin(pid: pid, group: AsyncGroup(category: .sideEffect, name: name), id: event.id,
+                processes[process].inFlight += 1
+                sink.inFlight(process, at: event.timestamp, value: processes[process].inFlight)
+                sink.asyncBegin(process, group: AsyncGroup(category: .sideEffect, name: name), id: event.id,
                                 at: event.timestamp, name: name, args: args, flow: flow)
             } else {
-                sink.threadSliceBegin(pid: pid, tid: tid, at: event.timestamp, name: name, category: .stateUpdater,
-                                      args: args, flow: flow)
+                sink.threadSliceBegin(thread, at: event.timestamp, name: name, category: .stateUpdater, args: args,
+                                      flow: flow)
             }
-            ran(event.queue, on: ThreadKey(pid: pid, tid: tid))
-            entry.beganAt = event.timestamp
-            entry.beganOn = tid
+            ran(event, queue: event.queueID, on: thread)
+            entry.began = true
+            entry.beganOn = thread
             pending[key] = entry
         case .end:
-            guard let entry = pending.removeValue(forKey: key) else {
+            guard let entry = pending.removeValue(forKey: key), entry.began else {
                 summary.incompleteDispatches += 1  // begun before the trace
-                return
-            }
-            guard entry.beganAt != nil else {
-                summary.incompleteDispatches += 1
                 return
             }
             summary.dispatches += 1
             var args = SliceArgs()
-            args.outcome = event.outcome
+            args.outcome = outcome
             if entry.isSideEffect {
-                inFlight[pid, default: 1] -= 1
-                sink.asyncEnd(pid: pid, group: AsyncGroup(category: .sideEffect, name: entry.name), id: event.id,
+                processes[process].inFlight -= 1
+                sink.asyncEnd(process, group: AsyncGroup(category: .sideEffect, name: entry.name), id: event.id,
                               at: event.timestamp, name: entry.name, args: args)
-                sink.counter(pid: pid, name: "side effects in flight", at: event.timestamp, value: inFlight[pid]!)
+                sink.inFlight(process, at: event.timestamp, value: processes[process].inFlight)
             } else {
-                sink.threadSliceEnd(pid: pid, tid: entry.beganOn, at: event.timestamp, args: args)
+                sink.threadSliceEnd(entry.beganOn, at: event.timestamp, args: args)
             }
         case .updaterInline:
             // One event at the end of an updater applied inline: its dispatch call, begin and end in one place.
@@ -257,27 +364,30 @@ struct Timeline<Sink: TimelineSink> {
             let duration = Int64(clamping: event.durationNanoseconds)
             let begin = end >= duration ? end - duration : 0
             var flow: Flow?
-            let id = takeFlow()
-            if fromParent(event.parentID, pid: pid, at: begin, child: name, childID: event.id, flow: id) {
-                flow = Flow(id: id, step: .terminates)
+            if let parent = event.parentID, parent != 0 {
+                let id = takeFlow()
+                if fromParent(parent, process: process, pid: pid, at: begin, child: name, childID: event.id, flow: id) {
+                    flow = Flow(id: id, step: .terminates)
+                }
             }
             var args = SliceArgs()
             args.id = event.id
             if let parent = event.parentID, parent != 0 { args.parentID = parent }
-            args.queue = "updater_inline"
+            args.queue = Self.inlineQueue
             args.parallelism = event.parallelism
-            sink.threadSliceBegin(pid: pid, tid: tid, at: begin, name: name, category: .stateUpdater, args: args, flow: flow)
+            sink.threadSliceBegin(thread, at: begin, name: name, category: .stateUpdater, args: args, flow: flow)
             var ending = SliceArgs()
-            ending.outcome = event.outcome
-            sink.threadSliceEnd(pid: pid, tid: tid, at: end, args: ending)
-            ran("updater_inline", on: ThreadKey(pid: pid, tid: tid))
+            ending.outcome = outcome
+            sink.threadSliceEnd(thread, at: end, args: ending)
+            threads[thread].inlineRuns += 1
         case .budgetExceeded:
             var args = SliceArgs()
             args.id = event.id
             args.budgetNanoseconds = event.budgetNanoseconds
             args.actualNanoseconds = event.actualNanoseconds
-            sink.threadInstant(pid: pid, tid: tid, at: event.timestamp, name: "over budget: \(name)", category: .budget,
-                               args: args, flow: nil)
+            var label = name
+            label.form = .overBudget
+            sink.threadInstant(thread, at: event.timestamp, name: label, category: .budget, args: args, flow: nil)
         case .intervalBegin:
             var args = SliceArgs()
             args.id = event.id
@@ -286,37 +396,49 @@ struct Timeline<Sink: TimelineSink> {
                 args.parent = pending[Key(pid: pid, id: parent)]?.name
             }
             intervals[key] = name
-            sink.asyncBegin(pid: pid, group: AsyncGroup(category: .interval, name: name), id: event.id,
+            sink.asyncBegin(process, group: AsyncGroup(category: .interval, name: name), id: event.id,
                             at: event.timestamp, name: name, args: args, flow: nil)
         case .intervalEnd:
             guard let begun = intervals.removeValue(forKey: key) else { return }
             var args = SliceArgs()
-            args.outcome = event.outcome
-            sink.asyncEnd(pid: pid, group: AsyncGroup(category: .interval, name: begun), id: event.id,
+            args.outcome = outcome
+            sink.asyncEnd(process, group: AsyncGroup(category: .interval, name: begun), id: event.id,
                           at: event.timestamp, name: begun, args: args)
         case .transitionBegin:
             var args = SliceArgs()
             args.id = event.id
             transitions[key] = name
-            sink.asyncBegin(pid: pid, group: AsyncGroup(category: .navigation, name: "navigation"), id: event.id,
-                            at: event.timestamp, name: name, args: args, flow: nil)
+            sink.asyncBegin(process, group: Self.navigationGroup, id: event.id, at: event.timestamp, name: name,
+                            args: args, flow: nil)
         case .transitionEnd:
             guard let begun = transitions.removeValue(forKey: key) else { return }
             var args = SliceArgs()
-            args.outcome = event.outcome
-            sink.asyncEnd(pid: pid, group: AsyncGroup(category: .navigation, name: "navigation"), id: event.id,
-                          at: event.timestamp, name: begun, args: args)
+            args.outcome = outcome
+            sink.asyncEnd(process, group: Self.navigationGroup, id: event.id, at: event.timestamp, name: begun,
+                          args: args)
         case .other:
             break
         }
     }
 
+    /// The queue of an updater applied inline (its one event does not carry it).
+    private static var inlineQueue: Label { .fixed("updater_inline") }
+
     /// Names each thread by what it ran (its most frequent role first) and ends the output.
     mutating func finish(discarded: UInt64) throws(TraceToolkitError) -> ExportSummary {
-        for (key, info) in threads.sorted(by: { ($0.key.pid, $0.key.tid) < ($1.key.pid, $1.key.tid) }) where !info.roles.isEmpty {
-            let roles = info.roles.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { threadRoleNames[$0.key] ?? $0.key }
+        for (index, info) in threads.enumerated() {
+            var roles: [(String, Int)] = info.roles.enumerated().compactMap { id, count in
+                count > 0 ? (queueNames[UInt32(id)] ?? "queue \(id)", count) : nil
+            }
+            if info.inlineRuns > 0 {
+                if let at = roles.firstIndex(where: { $0.0 == "updater_inline" }) { roles[at].1 += info.inlineRuns }
+                else { roles.append(("updater_inline", info.inlineRuns)) }
+            }
+            guard !roles.isEmpty else { continue }
+            let names = roles.sorted { ($1.1, $0.0) < ($0.1, $1.0) }.map { threadRoleNames[$0.0] ?? $0.0 }
             let own = info.procname.map { " (\($0))" } ?? ""
-            sink.thread(pid: key.pid, tid: key.tid, name: roles.joined(separator: " + ") + " \(key.tid)" + own)
+            sink.thread(index, process: info.process, pid: info.pid, tid: info.tid,
+                        name: names.joined(separator: " + ") + " \(info.tid)" + own)
         }
         summary.incompleteDispatches += pending.count
         summary.discarded = discarded

@@ -62,7 +62,13 @@ typedef struct katana_ctf_event {
     int64_t vpid, vtid;
     /* The thread's name (LTTng's `procname` context), when recorded. */
     const char *procname;
+    /* Each string's id in the reader's table (0: absent): equal strings have equal ids, so a consumer can key
+       on these instead of hashing the text. Ids are small, dense and below katana_ctf_string_count(). */
+    uint32_t event_id, name_id, kind_id, queue_id, outcome_id, procname_id;
 } katana_ctf_event;
+
+/* How many string ids there are so far (ids are below it). */
+uint32_t katana_ctf_string_count(void);
 
 /* Called for every katana event in timestamp order; return nonzero to ignore the rest. */
 typedef int (*katana_ctf_event_handler)(const katana_ctf_event *event, void *context);
