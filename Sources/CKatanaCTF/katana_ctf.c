@@ -407,7 +407,7 @@ static type *parse_enum_body(parser *p, type *base) {
         if (hi < lo) fail("metadata: enum range ends before it starts");
         next_value = hi == INT64_MAX ? hi : hi + 1;
         grow((void **)&t->maps, &capacity, (size_t)t->nmaps + 1, sizeof(mapping));
-        t->maps[t->nmaps++] = (mapping){label, lo, hi};
+        t->maps[t->nmaps++] = (mapping){label, lo, hi, 0};
         if (!accept(p, ",")) { expect(p, "}"); break; }
     }
     return t;
