@@ -157,13 +157,15 @@ public enum Recorder {
         init(name: String) { self.name = name }
 
         func removeTrigger() {
-            if let trigger { Recorder.run(["lttng", "remove-trigger", trigger]) }
+            // --no-sessiond: a clean-up never starts a session daemon (with none running there is nothing to remove,
+            // and one started here would outlive the recording).
+            if let trigger { Recorder.run(["lttng", "--no-sessiond", "remove-trigger", trigger]) }
             trigger = nil
         }
 
         func destroy() {
             removeTrigger()
-            if created { Recorder.run(["lttng", "destroy", name]) }
+            if created { Recorder.run(["lttng", "--no-sessiond", "destroy", name]) }
             created = false
             releaseGuardian()
         }
@@ -185,8 +187,8 @@ public enum Recorder {
                 trap '' INT HUP TERM
                 read -r state
                 if [ "$state" != done ]; then
-                    lttng remove-trigger "$1-budget" >/dev/null 2>&1
-                    lttng destroy "$1" >/dev/null 2>&1
+                    lttng --no-sessiond remove-trigger "$1-budget" >/dev/null 2>&1
+                    lttng --no-sessiond destroy "$1" >/dev/null 2>&1
                 fi
                 """, "katana-trace-guardian", name]
             process.standardInput = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
