@@ -48,22 +48,7 @@ struct ChromeJSONSink: TimelineSink {
     }
 
     /// A JSON string literal.
-    private mutating func quoted(_ text: String) {
-        out.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): raw(#"\""#)
-            case UInt8(ascii: "\\"): raw(#"\\"#)
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: Array(#"\u00"#.utf8))
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 15)])
-            default: out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
-    }
+    private mutating func quoted(_ text: String) { out.appendJSONString(text) }
 
     /// Microseconds from the first event, to the nanosecond.
     private mutating func microseconds(_ time: Int64) -> String {

@@ -10,24 +10,7 @@ public struct DumpLines {
 
     public init() { out.reserveCapacity(1 << 16) }
 
-    private mutating func text(_ value: String) {
-        out.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                out.append(UInt8(ascii: "\\"))
-                out.append(byte)
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: Array("\\u00".utf8))
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 15)])
-            default:
-                out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
-    }
+    private mutating func text(_ value: String) { out.appendJSONString(value) }
 
     private enum Value {
         case number(String), text(String)
@@ -92,5 +75,27 @@ public struct DumpLines {
             }
         }
         out.removeAll(keepingCapacity: true)
+    }
+}
+
+extension [UInt8] {
+    /// Appends `text` as a JSON string literal: quotes, backslashes and control characters escaped.
+    mutating func appendJSONString(_ text: String) {
+        let hex = Array("0123456789abcdef".utf8)
+        append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                append(UInt8(ascii: "\\"))
+                append(byte)
+            case 0..<0x20:
+                append(contentsOf: Array("\\u00".utf8))
+                append(hex[Int(byte >> 4)])
+                append(hex[Int(byte & 15)])
+            default:
+                append(byte)
+            }
+        }
+        append(UInt8(ascii: "\""))
     }
 }

@@ -14,19 +14,20 @@ public enum Export {
         throws(TraceToolkitError) -> ExportSummary
     {
         let file = try ExportFile(path: output)
-        switch format {
-        case .perfetto:
-            var timeline = Timeline(sink: PerfettoSink(file: file))
-            let discarded = try EventStream.read(trace: trace, progress: progress ? "export" : nil) { timeline.take($0) }
-            var summary = try timeline.finish(discarded: discarded)
-            summary.bytes = file.written
-            return summary
-        case .json:
-            var timeline = Timeline(sink: ChromeJSONSink(file: file))
-            let discarded = try EventStream.read(trace: trace, progress: progress ? "export" : nil) { timeline.take($0) }
-            var summary = try timeline.finish(discarded: discarded)
-            summary.bytes = file.written
-            return summary
+        let label = progress ? "export" : nil
+        var summary = switch format {
+        case .perfetto: try write(trace, through: Timeline(sink: PerfettoSink(file: file)), progress: label)
+        case .json: try write(trace, through: Timeline(sink: ChromeJSONSink(file: file)), progress: label)
         }
+        summary.bytes = file.written
+        return summary
+    }
+
+    private static func write<Sink: TimelineSink>(_ trace: String, through timeline: Timeline<Sink>, progress: String?)
+        throws(TraceToolkitError) -> ExportSummary
+    {
+        var timeline = timeline
+        let discarded = try EventStream.read(trace: trace, progress: progress) { timeline.take($0) }
+        return try timeline.finish(discarded: discarded)
     }
 }
