@@ -705,20 +705,16 @@ extension LTTngRecordingTests {
         #expect(status.status == 7, "\(status.err)")
     }
 
-    /// SIGINT (Ctrl-C) or SIGTERM (`timeout`, a cancelled CI job, a service manager) while recording: the recorded
-    /// command is ended with the same signal, the session is destroyed, and the recorder exits with 128 + N.
-    @Test(arguments: [SIGINT, SIGTERM])
-    func katanaTraceRecordCleansUpWhenInterrupted(signal: Int32) async throws {
-        try LTTngEnvironment.ensureSessiond()
+    /// `katana-trace record -- sleep 600` started, once its session records and its command runs: the recorder, the
+    /// trace's folder (the caller removes it) and the sleeper's pid.
+    func startRecordingASleeper() async throws -> (Process, URL, pid_t) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-record-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
         let recorder = Process()
         recorder.executableURL = KatanaTrace.executable
         recorder.arguments = ["record", "-o", directory.path, "--", "sleep", "600"]
         recorder.standardOutput = FileHandle.nullDevice
         recorder.standardError = FileHandle.nullDevice
         try recorder.run()
-        // Wait until the session is recording and the command runs.
         var child: pid_t?
         for _ in 0..<300 where child == nil {
             try await Task.sleep(for: .milliseconds(100))
@@ -726,7 +722,21 @@ extension LTTngRecordingTests {
             let children = try await runSuspending(["pgrep", "-P", "\(recorder.processIdentifier)", "sleep"]).out
             if listed, let pid = pid_t(children.split(separator: "\n").first ?? "") { child = pid }
         }
-        let sleeper = try #require(child, "the recorder never started its command")
+        guard let sleeper = child else {
+            kill(recorder.processIdentifier, SIGKILL)
+            try? FileManager.default.removeItem(at: directory)
+            throw RecordingError("the recorder never started its command")
+        }
+        return (recorder, directory, sleeper)
+    }
+
+    /// SIGINT (Ctrl-C) or SIGTERM (`timeout`, a cancelled CI job, a service manager) while recording: the recorded
+    /// command is ended with the same signal, the session is destroyed, and the recorder exits with 128 + N.
+    @Test(arguments: [SIGINT, SIGTERM])
+    func katanaTraceRecordCleansUpWhenInterrupted(signal: Int32) async throws {
+        try LTTngEnvironment.ensureSessiond()
+        let (recorder, directory, sleeper) = try await startRecordingASleeper()
+        defer { try? FileManager.default.removeItem(at: directory) }
         kill(recorder.processIdentifier, signal)
         // The recorder must end with the signal, not when its command would have (the test process starts it with
         // SIGINT and SIGTERM blocked, which it inherits: it must unblock them). A hang guard, not a timing claim.
@@ -747,22 +757,8 @@ extension LTTngRecordingTests {
     /// recorder's guardian, which sees the recorder's end of a pipe close).
     @Test func katanaTraceRecordLeavesNothingBehindWhenKilled() async throws {
         try LTTngEnvironment.ensureSessiond()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-record-\(UUID().uuidString)")
+        let (recorder, directory, sleeper) = try await startRecordingASleeper()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let recorder = Process()
-        recorder.executableURL = KatanaTrace.executable
-        recorder.arguments = ["record", "-o", directory.path, "--", "sleep", "600"]
-        recorder.standardOutput = FileHandle.nullDevice
-        recorder.standardError = FileHandle.nullDevice
-        try recorder.run()
-        var child: pid_t?
-        for _ in 0..<300 where child == nil {
-            try await Task.sleep(for: .milliseconds(100))
-            let listed = try await runSuspending(["lttng", "list"]).out.contains(directory.path)
-            let children = try await runSuspending(["pgrep", "-P", "\(recorder.processIdentifier)", "sleep"]).out
-            if listed, let pid = pid_t(children.split(separator: "\n").first ?? "") { child = pid }
-        }
-        let sleeper = try #require(child, "the recorder never started its command")
         kill(recorder.processIdentifier, SIGKILL)
         await onThread { recorder.waitUntilExit() }
         // Both happen within moments; the bound only keeps a failure from hanging the suite.
