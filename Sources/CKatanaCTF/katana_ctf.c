@@ -70,6 +70,12 @@ __attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *for
     _exit(3);
 }
 
+/* Set by `decline`: the failure is a sound construct this reader does not know (babeltrace2 may read it), not
+   damage. */
+static int failure_declined;
+
+#define decline(...) (failure_declined = 1, fail(__VA_ARGS__))
+
 static void *xrealloc(void *p, size_t size) {
     void *q = realloc(p, size ? size : 1);
     if (!q) fail("out of memory (%zu bytes)", size);
@@ -343,7 +349,7 @@ static type *parse_integer_body(parser *p) {
         expect(p, "=");
         if (strcmp(key, "size") == 0) {
             int64_t v = expect_number(p, NULL);
-            if (v < 1 || v > 64) fail("metadata: integer size %" PRId64 " is not read here (1 to 64 bits)", v);
+            if (v < 1 || v > 64) decline("metadata: integer size %" PRId64 " is not read here (1 to 64 bits)", v);
             t->size = (unsigned)v;
             have_size = 1;
         } else if (strcmp(key, "align") == 0) {
@@ -420,7 +426,7 @@ static type *parse_compound(parser *p, int kind) {
     char *tag = NULL;
     if (kind == K_VARIANT && accept(p, "<")) {
         tag = expect_ident(p);
-        while (accept(p, ".")) fail("metadata: a variant tag outside its structure is not read here");
+        while (accept(p, ".")) decline("metadata: a variant tag outside its structure is not read here");
         expect(p, ">");
     }
     char key[300];
@@ -449,7 +455,7 @@ static type *parse_compound(parser *p, int kind) {
         expect(p, ")");
         if ((unsigned)v > t->align) t->align = (unsigned)v;
     }
-    if (kind == K_VARIANT && !tag && name == NULL) fail("metadata: a variant without a tag is not read here");
+    if (kind == K_VARIANT && !tag && name == NULL) decline("metadata: a variant without a tag is not read here");
     finish_minbits(t);
     if (name) {
         define_alias(key, t);
@@ -503,7 +509,7 @@ static type *parse_type(parser *p) {
         }
         free(name);
     } else if (is(first, "floating_point")) {
-        fail("metadata: floating-point fields are not read here");
+        decline("metadata: floating-point fields are not read here");
     } else if (first->kind == TK_IDENT) {
         /* A type name of one or more words (`uint32_t`, `unsigned long`): the longest run that names an alias. */
         char name[300] = "";
@@ -553,7 +559,7 @@ static void add_field(type *container, char *name, type *t) {
         if (target->kind != K_INT) fail("metadata: '%s' refers to '%s', which is not an integer", name, ref);
         if (t->kind == K_VARIANT && !target->nmaps) fail("metadata: variant tag '%s' is not an enum", ref);
     } else if (ref) {
-        fail("metadata: a variant or sequence directly inside a variant is not read here");
+        decline("metadata: a variant or sequence directly inside a variant is not read here");
     }
     container->nfields++;
     if (container->kind == K_STRUCT) {
@@ -601,7 +607,7 @@ static void parse_fields(parser *p, type *container) {
                 } else {
                     d = new_type(K_SEQ);
                     d->ref = expect_ident(p);
-                    if (is(peek(p), ".")) fail("metadata: a sequence length outside its structure is not read here");
+                    if (is(peek(p), ".")) decline("metadata: a sequence length outside its structure is not read here");
                 }
                 expect(p, "]");
                 dims[ndims++] = d;
@@ -609,13 +615,13 @@ static void parse_fields(parser *p, type *container) {
             for (int i = ndims; i-- > 0;) {
                 dims[i]->elem = declared;
                 dims[i]->align = declared->align;
-                if (declared->minbits == 0) fail("metadata: an array of empty elements is not read here");
+                if (declared->minbits == 0) decline("metadata: an array of empty elements is not read here");
                 finish_minbits(dims[i]);
                 declared = dims[i];
             }
             for (int i = 1; i < ndims; i++)
-                if (dims[i]->kind == K_SEQ) fail("metadata: a sequence inside an array is not read here");
-            if (ndims && (t->kind == K_VARIANT || t->kind == K_SEQ)) fail("metadata: arrays of variants are not read here");
+                if (dims[i]->kind == K_SEQ) decline("metadata: a sequence inside an array is not read here");
+            if (ndims && (t->kind == K_VARIANT || t->kind == K_SEQ)) decline("metadata: arrays of variants are not read here");
             if (declared->kind == K_VARIANT && !declared->ref) fail("metadata: variant '%s' without a tag", name);
             add_field(container, name, declared);
             if (accept(p, ",")) continue;
@@ -714,7 +720,7 @@ static void parse_metadata(trace *tr, const char *text, size_t length) {
             continue;
         }
         char *block = expect_ident(&p);
-        if (strcmp(block, "typedef") == 0) fail("metadata: typedef is not read here");
+        if (strcmp(block, "typedef") == 0) decline("metadata: typedef is not read here");
         expect(&p, "{");
         event_class *ec = NULL;
         stream_class scratch = {0};
@@ -789,7 +795,7 @@ static void parse_metadata(trace *tr, const char *text, size_t length) {
         }
         accept(&p, ";");
         if (strcmp(block, "clock") == 0) {
-            if (tr->has_clock) fail("metadata: more than one clock is not read here");
+            if (tr->has_clock) decline("metadata: more than one clock is not read here");
             tr->has_clock = 1;
             tr->freq = clock_freq;
             tr->offset = clock_offset;
@@ -814,7 +820,7 @@ static void parse_metadata(trace *tr, const char *text, size_t length) {
 
 static void assign_event_class(trace *tr, event_class *ec) {
     stream_class *s = stream_class_for(tr, ec->stream_id, 1);
-    if (ec->id >= (1u << 20)) fail("metadata: event id %" PRIu64 " is not read here", ec->id);
+    if (ec->id >= (1u << 20)) decline("metadata: event id %" PRIu64 " is not read here", ec->id);
     grow((void **)&s->by_id, &s->by_id_capacity, (size_t)ec->id + 1, sizeof(event_class *));
     if (s->by_id[ec->id]) fail("metadata: event id %" PRIu64 " declared twice", ec->id);
     s->by_id[ec->id] = ec;
@@ -856,7 +862,7 @@ static char *read_metadata(const char *path, size_t *length) {
                          : (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
             packet = be ? (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3]
                         : (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-            if (h[32] || h[33] || h[34]) fail("metadata: compressed, encrypted or checksummed packets are not read here");
+            if (h[32] || h[33] || h[34]) decline("metadata: compressed, encrypted or checksummed packets are not read here");
             if (content % 8 || packet % 8 || content < 37 * 8 || packet < content || packet / 8 > size - at)
                 fail("metadata: packet sizes do not add up");
             size_t n = content / 8 - 37;
@@ -1037,7 +1043,7 @@ static void decode_field(cursor *c, const field *f, value *values, int index) {
 
 /* Variants need the tag's type, which is the sibling's: decode_struct handles them. */
 static void decode_struct(cursor *c, const type *t, value *out) {
-    if (t->nfields > MAX_FIELDS) fail("a structure of more than %d fields is not read here", MAX_FIELDS);
+    if (t->nfields > MAX_FIELDS) decline("a structure of more than %d fields is not read here", MAX_FIELDS);
     align_to(c, t->align);
     for (int i = 0; i < t->nfields; i++) {
         const field *f = &t->fields[i];
@@ -1057,7 +1063,7 @@ static void decode_struct(cursor *c, const type *t, value *out) {
                 value nested[MAX_FIELDS];
                 decode_struct(c, copy.t, nested);
             } else if (copy.t->kind == K_SEQ || copy.t->kind == K_VARIANT) {
-                fail("a sequence or variant directly inside a variant is not read here");
+                decline("a sequence or variant directly inside a variant is not read here");
             } else {
                 decode_field(c, &copy, one, 0);
             }
@@ -1810,8 +1816,9 @@ static void on_whole(const dispatch *d) {
     }
 }
 
-static void vpid_of(const stream *s, int64_t *vpid, int *has, uint64_t *key) {
-    *has = get_context_int(s, F_VPID, vpid);
+static void vpid_of(const katana_ctf_event *e, int64_t *vpid, int *has, uint64_t *key) {
+    *has = e->has_vpid;
+    *vpid = e->vpid;
     *key = *has ? (uint64_t)(uint32_t)*vpid : NO_VPID;
 }
 
@@ -1875,21 +1882,17 @@ static void on_stage(const stage_event *e, int role, slot *found) {
     }
 }
 
-static void on_dispatch_event(const stream *s, int role) {
-    stage_event e = {.id = get_uint(s, F_ID), .ts = s->ts};
-    vpid_of(s, &e.vpid, &e.has_vpid, &e.key);
+static void on_dispatch_event(const katana_ctf_event *k, int role) {
+    stage_event e = {.id = k->id, .ts = k->timestamp_ns, .name = k->name_id, .kind = k->kind_id};
+    vpid_of(k, &e.vpid, &e.has_vpid, &e.key);
     slot *found = table_find(&A.open, e.key, e.id);
-    unsigned stage = role == EV_ENQUEUE ? 1 : role == EV_BEGIN ? 2 : 4;
-    if (!found || (A.pool[found->value].have & stage)) {  /* a new entry takes this event's name and kind */
-        e.name = get_string(s, F_NAME);
-        e.kind = get_label(s, F_KIND);
-    }
-    if (role == EV_ENQUEUE) e.parent = get_uint(s, F_PARENT_ID);
+    if (role == EV_ENQUEUE) e.parent = k->parent_id;
     else if (role == EV_BEGIN) {
-        e.queue = get_label(s, F_QUEUE);
-        e.has_vtid = get_context_int(s, F_VTID, &e.vtid);
-        e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
-    } else e.outcome = get_label(s, F_OUTCOME);
+        e.queue = k->queue_id;
+        e.has_vtid = k->has_vtid;
+        e.vtid = k->vtid;
+        e.parallelism = k->parallelism;
+    } else e.outcome = k->outcome_id;
     on_stage(&e, role, found);
 }
 
@@ -1897,17 +1900,18 @@ static uint32_t inline_queue_label, state_updater_label;
 
 /* katana:updater_inline — an updater applied inline, one event at its end: the enqueue and begin it stands for are
  * at (its time − duration_ns), as katana_trace.py's expand_inline replays them. */
-static void on_inline(const stream *s) {
-    uint64_t duration = get_uint(s, F_DURATION_NS);
-    int64_t end = s->ts;
+static void on_inline(const katana_ctf_event *k) {
+    uint64_t duration = k->duration_ns;
+    int64_t end = k->timestamp_ns;
     int64_t begin = duration > (uint64_t)end ? 0 : end - (int64_t)duration;
     if (!A.have_origin) { A.have_origin = 1; A.origin = begin; }
-    stage_event e = {.id = get_uint(s, F_ID), .name = get_string(s, F_NAME), .kind = state_updater_label,
-                     .queue = inline_queue_label, .parent = get_uint(s, F_PARENT_ID)};
-    vpid_of(s, &e.vpid, &e.has_vpid, &e.key);
-    e.has_vtid = get_context_int(s, F_VTID, &e.vtid);
-    e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
-    e.outcome = get_label(s, F_OUTCOME);
+    stage_event e = {.id = k->id, .name = k->name_id, .kind = state_updater_label,
+                     .queue = inline_queue_label, .parent = k->parent_id};
+    vpid_of(k, &e.vpid, &e.has_vpid, &e.key);
+    e.has_vtid = k->has_vtid;
+    e.vtid = k->vtid;
+    e.parallelism = k->parallelism;
+    e.outcome = k->outcome_id;
     e.ts = begin;
     on_stage(&e, EV_ENQUEUE, table_find(&A.open, e.key, e.id));
     on_stage(&e, EV_BEGIN, table_find(&A.open, e.key, e.id));
@@ -1915,21 +1919,22 @@ static void on_inline(const stream *s) {
     on_stage(&e, EV_END, table_find(&A.open, e.key, e.id));
 }
 
-static void on_budget(const stream *s) {
+static void on_budget(const katana_ctf_event *k) {
     A.budget_count++;
     if (A.budget_length >= 1000) return;
     grow((void **)&A.budgets, &A.budget_capacity, A.budget_length + 1, sizeof(budget_item));
     budget_item *b = &A.budgets[A.budget_length++];
     memset(b, 0, sizeof *b);
     uint64_t key;
-    b->ts = s->ts;
-    b->id = get_uint(s, F_ID);
-    vpid_of(s, &b->vpid, &b->has_vpid, &key);
-    b->has_vtid = get_context_int(s, F_VTID, &b->vtid);
-    b->name = get_string(s, F_NAME);
-    b->kind = get_label(s, F_KIND);
-    b->budget = get_uint(s, F_BUDGET_NS);
-    b->actual = get_uint(s, F_ACTUAL_NS);
+    b->ts = k->timestamp_ns;
+    b->id = k->id;
+    vpid_of(k, &b->vpid, &b->has_vpid, &key);
+    b->has_vtid = k->has_vtid;
+    b->vtid = k->vtid;
+    b->name = k->name_id;
+    b->kind = k->kind_id;
+    b->budget = k->budget_ns;
+    b->actual = k->actual_ns;
     slot *found = table_find(&A.open, key, b->id);
     if (found) {
         const dispatch *d = &A.pool[found->value];
@@ -1953,11 +1958,11 @@ static named_stats *named(named_stats **array, size_t *capacity, uint32_t **orde
     return n;
 }
 
-static void on_interval_event(const stream *s, int role) {
-    uint64_t id = get_uint(s, F_INTERVAL_ID), key;
+static void on_interval_event(const katana_ctf_event *k, int role) {
+    uint64_t id = k->id, key;
     int64_t vpid = 0;
     int has_vpid;
-    vpid_of(s, &vpid, &has_vpid, &key);
+    vpid_of(k, &vpid, &has_vpid, &key);
     slot *found = table_find(&A.open_intervals, key, id);
     if (role == EV_INTERVAL_BEGIN) {
         uint32_t index;
@@ -1969,9 +1974,9 @@ static void on_interval_event(const stream *s, int role) {
         }
         open_interval *i = &A.intervals[index];
         memset(i, 0, sizeof *i);
-        i->name = get_string(s, F_NAME);
-        i->begin = s->ts;
-        uint64_t parent = get_uint(s, F_PARENT_ID);
+        i->name = k->name_id;
+        i->begin = k->timestamp_ns;
+        uint64_t parent = k->parent_id;
         if (parent) {
             slot *up = table_find(&A.open, key, parent);
             i->parent = up ? A.pool[up->value].name : 0;
@@ -1984,23 +1989,23 @@ static void on_interval_event(const stream *s, int role) {
     grow((void **)&A.interval_free, &A.interval_free_capacity, A.interval_free_count + 1, sizeof(uint32_t));
     A.interval_free[A.interval_free_count++] = found->value;
     table_remove(&A.open_intervals, found);
-    uint32_t outcome = get_label(s, F_OUTCOME);
-    if (!keep(entry.begin, s->ts)) return;
+    uint32_t outcome = k->outcome_id;
+    if (!keep(entry.begin, k->timestamp_ns)) return;
     named_stats *n = named(&A.interval_stats, &A.interval_stats_capacity, &A.interval_order, &A.interval_order_length,
                            &A.interval_order_capacity, entry.name);
     n->count++;
     tally_add(&n->outcomes, outcome);
-    hist_add(&n->duration, s->ts - entry.begin);
+    hist_add(&n->duration, k->timestamp_ns - entry.begin);
     /* Python: `i.get("parent") or "(top level)"` — an empty name is top level too. */
     uint32_t parent = entry.parent && strings[entry.parent].n ? entry.parent : 0;
     tally_add(&n->parents, parent);
 }
 
-static void on_transition_event(const stream *s, int role) {
-    uint64_t id = get_uint(s, F_TRANSITION_ID), key;
+static void on_transition_event(const katana_ctf_event *k, int role) {
+    uint64_t id = k->id, key;
     int64_t vpid = 0;
     int has_vpid;
-    vpid_of(s, &vpid, &has_vpid, &key);
+    vpid_of(k, &vpid, &has_vpid, &key);
     slot *found = table_find(&A.open_transitions, key, id);
     uint32_t index;
     if (found) index = found->value;
@@ -2011,13 +2016,13 @@ static void on_transition_event(const stream *s, int role) {
             index = (uint32_t)A.transitions_used++;
         }
         memset(&A.transitions[index], 0, sizeof(open_transition));
-        A.transitions[index].name = get_string(s, F_NAME);
+        A.transitions[index].name = k->name_id;
         table_put(&A.open_transitions, key, id, index);
         found = table_find(&A.open_transitions, key, id);
     }
     open_transition *t = &A.transitions[index];
-    if (role == EV_TRANSITION_BEGIN) { t->begin = s->ts; t->have |= 1; }
-    else { t->end = s->ts; t->outcome = get_label(s, F_OUTCOME); t->have |= 2; }
+    if (role == EV_TRANSITION_BEGIN) { t->begin = k->timestamp_ns; t->have |= 1; }
+    else { t->end = k->timestamp_ns; t->outcome = k->outcome_id; t->have |= 2; }
     if (t->have == 3) {
         named_stats *n = named(&A.transition_stats, &A.transition_stats_capacity, &A.transition_order,
                                &A.transition_order_length, &A.transition_order_capacity, t->name);
@@ -2030,27 +2035,27 @@ static void on_transition_event(const stream *s, int role) {
     }
 }
 
-static void on_event(const stream *s) {
-    const event_class *ec = s->ec;
-    if (!ec->katana) return;
+/* One katana event, decoded from the trace or handed in (katana_ctf_analyze_events). */
+static void on_event(const katana_ctf_event *k) {
+    int role = k->role;
     A.events++;
     if (options.progress_fd >= 0 && A.events % 20000 == 0) {
         ssize_t ignored = write(options.progress_fd, ".", 1);
         (void)ignored;
     }
     if (options.progress && A.events % KATANA_CTF_PROGRESS_EVERY == 0) options.progress(A.events, options.progress_context);
-    if (!A.have_origin && ec->role != EV_INLINE) { A.have_origin = 1; A.origin = s->ts; }
-    A.stop = s->ts;
-    switch (ec->role) {
-    case EV_BUDGET: on_budget(s); break;
-    case EV_ENQUEUE: case EV_END: on_dispatch_event(s, ec->role); break;
+    if (!A.have_origin && role != EV_INLINE) { A.have_origin = 1; A.origin = k->timestamp_ns; }
+    A.stop = k->timestamp_ns;
+    switch (role) {
+    case EV_BUDGET: on_budget(k); break;
+    case EV_ENQUEUE: case EV_END: on_dispatch_event(k, role); break;
     case EV_BEGIN:
-        if (get_label(s, F_KIND) == side_effect_label) timeline_change(&A.line, s->ts, 1);
-        on_dispatch_event(s, ec->role);
+        if (k->kind_id == side_effect_label) timeline_change(&A.line, k->timestamp_ns, 1);
+        on_dispatch_event(k, role);
         break;
-    case EV_INTERVAL_BEGIN: case EV_INTERVAL_END: on_interval_event(s, ec->role); break;
-    case EV_TRANSITION_BEGIN: case EV_TRANSITION_END: on_transition_event(s, ec->role); break;
-    case EV_INLINE: on_inline(s); break;
+    case EV_INTERVAL_BEGIN: case EV_INTERVAL_END: on_interval_event(k, role); break;
+    case EV_TRANSITION_BEGIN: case EV_TRANSITION_END: on_transition_event(k, role); break;
+    case EV_INLINE: on_inline(k); break;
     default: break;
     }
 }
@@ -2180,10 +2185,13 @@ static void write_timeline(FILE *out) {
     fputc(']', out);
 }
 
+/* Which reader decoded the events: this one, or babeltrace2 (events handed in by katana_ctf_analyze_events). */
+static const char *reader_name = "native";
+
 static void write_report(FILE *out) {
-    fprintf(out, "{\"reader\": \"native\", \"dispatches\": %" PRIu64 ", \"complete\": %" PRIu64
+    fprintf(out, "{\"reader\": \"%s\", \"dispatches\": %" PRIu64 ", \"complete\": %" PRIu64
                  ", \"discarded_events\": %" PRIu64 ", \"events\": %" PRIu64 ", \"window\": {\"begin_s\": ",
-            A.seen, A.whole, discarded_events, A.events);
+            reader_name, A.seen, A.whole, discarded_events, A.events);
     if (options.has_begin) fprintf(out, "%.17g", options.begin_s); else fputs("null", out);
     fputs(", \"end_s\": ", out);
     if (options.has_end) fprintf(out, "%.17g", options.end_s); else fputs("null", out);
@@ -2483,37 +2491,6 @@ static int enter_once(const char *root, char *error, size_t error_size) {
     return 1;
 }
 
-static void analyze_event(const stream *s, void *context) {
-    (void)context;
-    on_event(s);
-}
-
-int katana_ctf_analyze(const char *root, const katana_ctf_options *given, FILE *out, char *error, size_t error_size) {
-    if (!enter_once(root, error, error_size)) return 3;
-    jmp_buf jump;
-    if (setjmp(jump)) {
-        failure_jump = NULL;
-        snprintf(error, error_size, "%s", failure_message);
-        return 3;
-    }
-    failure_jump = &jump;
-    options.top = given->top;
-    options.has_begin = given->has_begin;
-    options.begin_s = given->begin_s;
-    options.has_end = given->has_end;
-    options.end_s = given->end_s;
-    options.min_duration = given->min_duration_ns;
-    options.progress_fd = given->progress_fd;
-    options.progress = given->progress;
-    options.progress_context = given->progress_context;
-    read_all(root, analyze_event, NULL);
-    if (!A.events) fail("no katana events");
-    write_report(out);
-    if (fflush(out) != 0 || ferror(out)) fail("cannot write the report");
-    failure_jump = NULL;
-    return 0;
-}
-
 /* ------------------------------------------------------------------------------------------------- event reading */
 
 /* `intern` for a string field whose value mostly repeats (a type's name, a thread's name): the last id this cache
@@ -2594,20 +2571,99 @@ static void deliver_event(const stream *s, void *context) {
     if (reading->handler(&e, reading->context) != 0) reading->stopped = 1;
 }
 
+/* The entry points' failure: the message in `error`, and 4 when the reader declined a sound construct, else 3. */
+static int failed(char *error, size_t error_size) {
+    failure_jump = NULL;
+    snprintf(error, error_size, "%s", failure_message);
+    return failure_declined ? 4 : 3;
+}
+
 int katana_ctf_read(const char *root, katana_ctf_event_handler handler, void *context, uint64_t *discarded,
                     char *error, size_t error_size) {
     if (!enter_once(root, error, error_size)) return 3;
     jmp_buf jump;
-    if (setjmp(jump)) {
-        failure_jump = NULL;
-        snprintf(error, error_size, "%s", failure_message);
-        return 3;
-    }
+    if (setjmp(jump)) return failed(error, error_size);
     failure_jump = &jump;
     event_reading reading = {.handler = handler, .context = context};
     read_all(root, deliver_event, &reading);
     if (!reading.events) fail("no katana events");
     if (discarded) *discarded = discarded_events;
     failure_jump = NULL;
+    return 0;
+}
+
+static void take_options(const katana_ctf_options *given) {
+    options.top = given->top;
+    options.has_begin = given->has_begin;
+    options.begin_s = given->begin_s;
+    options.has_end = given->has_end;
+    options.end_s = given->end_s;
+    options.min_duration = given->min_duration_ns;
+    options.progress_fd = given->progress_fd;
+    options.progress = given->progress;
+    options.progress_context = given->progress_context;
+}
+
+static int analyze_event(const katana_ctf_event *event, void *context) {
+    (void)context;
+    on_event(event);
+    return 0;
+}
+
+static void finish_report(FILE *out) {
+    if (!A.events) fail("no katana events");
+    write_report(out);
+    if (fflush(out) != 0 || ferror(out)) fail("cannot write the report");
+    failure_jump = NULL;
+}
+
+int katana_ctf_analyze(const char *root, const katana_ctf_options *given, FILE *out, char *error, size_t error_size) {
+    if (!enter_once(root, error, error_size)) return 3;
+    jmp_buf jump;
+    if (setjmp(jump)) return failed(error, error_size);
+    failure_jump = &jump;
+    take_options(given);
+    event_reading reading = {.handler = analyze_event};
+    read_all(root, deliver_event, &reading);
+    finish_report(out);
+    return 0;
+}
+
+/* An id for a handed-in string (0 for NULL), through a cache of the last one. */
+static uint32_t handed_in(repeat_cache *cache, const char *text) {
+    return text ? intern_repeating(cache, text, strlen(text)) : 0;
+}
+
+int katana_ctf_analyze_events(const char *root, katana_ctf_event_source source, void *context,
+                              const katana_ctf_options *given, FILE *out, char *error, size_t error_size) {
+    if (!enter_once(root, error, error_size)) return 3;
+    trace_root = root;
+    jmp_buf jump;
+    if (setjmp(jump)) return failed(error, error_size);
+    failure_jump = &jump;
+    take_options(given);
+    reader_name = "babeltrace2";
+    side_effect_label = intern("side_effect", 11);
+    state_updater_label = intern("state_updater", 13);
+    inline_queue_label = intern("updater_inline", 14);
+    repeat_cache caches[6] = {{0}};
+    katana_ctf_event event;
+    uint64_t discarded = 0;
+    for (;;) {
+        memset(&event, 0, sizeof event);
+        int status = source(&event, &discarded, context);
+        if (status == 0) break;
+        if (status < 0) fail("the events could not be read");
+        if (event.role <= KATANA_CTF_OTHER || event.role > KATANA_CTF_INLINE) continue;
+        event.event_id = handed_in(&caches[0], event.event);
+        event.name_id = handed_in(&caches[1], event.name);
+        event.kind_id = event.role == KATANA_CTF_INLINE ? state_updater_label : handed_in(&caches[2], event.kind);
+        event.queue_id = handed_in(&caches[3], event.queue);
+        event.outcome_id = handed_in(&caches[4], event.outcome);
+        event.procname_id = handed_in(&caches[5], event.procname);
+        on_event(&event);
+    }
+    discarded_events = discarded;
+    finish_report(out);
     return 0;
 }

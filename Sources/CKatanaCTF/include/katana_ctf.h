@@ -30,9 +30,10 @@ typedef struct katana_ctf_options {
 } katana_ctf_options;
 
 /* Reads the LTTng-UST CTF trace(s) under `root` and writes the analysis report, one JSON document, to `out`.
-   Returns 0, or 3 with one line in `error` when the trace is not read here (damaged, or a construct this reader
-   does not know: babeltrace2 is the reference reader). One analysis per process: the reader keeps its state in
-   statics and frees nothing (a second call returns 3). */
+   Returns 0; 3 with one line in `error` when the trace is damaged; 4 with one line when it uses a sound construct
+   this reader does not know (floating-point fields, typedef, several clocks, …: babeltrace2, the reference reader,
+   may read it). One analysis per process: the reader keeps its state in statics and frees nothing (a second call
+   returns 3). */
 int katana_ctf_analyze(const char *root, const katana_ctf_options *options, FILE *out, char *error,
                        size_t error_size);
 
@@ -74,8 +75,19 @@ uint32_t katana_ctf_string_count(void);
 typedef int (*katana_ctf_event_handler)(const katana_ctf_event *event, void *context);
 
 /* Reads the trace(s) under `root` and hands each katana event to `handler`. Returns 0 (with the events the tracer
-   discarded in `discarded`), or 3 with one line in `error`, as `katana_ctf_analyze` does. One read per process. */
+   discarded in `discarded`), or 3 or 4 with one line in `error`, as `katana_ctf_analyze` does. One read per process. */
 int katana_ctf_read(const char *root, katana_ctf_event_handler handler, void *context, uint64_t *discarded,
                     char *error, size_t error_size);
+
+/* Fills `event` with the next katana event in timestamp order and returns 1; returns 0 after the last one, -1 when
+   the events cannot be read. `discarded`: the events the tracer discarded so far. Only the fields the header above
+   lists as such are read (role, event, timestamp, ids, strings, numbers); the string ids are ignored. */
+typedef int (*katana_ctf_event_source)(katana_ctf_event *event, uint64_t *discarded, void *context);
+
+/* The analysis of `katana_ctf_analyze` over events read elsewhere (babeltrace2's, when this reader declines a
+   trace): the report says `"reader": "babeltrace2"`. `root` names the trace in messages. Returns 0, or 3 with one
+   line in `error`. One analysis per process, as above. */
+int katana_ctf_analyze_events(const char *root, katana_ctf_event_source source, void *context,
+                              const katana_ctf_options *options, FILE *out, char *error, size_t error_size);
 
 #endif
