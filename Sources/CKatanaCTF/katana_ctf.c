@@ -70,6 +70,9 @@ __attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *for
     _exit(3);
 }
 
+/* The most fields a structure may have here (decoding keeps them on the stack). */
+#define MAX_FIELDS 256
+
 /* Set by `decline`: the failure is a sound construct this reader does not know (babeltrace2 may read it), not
    damage. */
 static int failure_declined;
@@ -541,6 +544,7 @@ static char *strip_name(char *name) {
 static void add_field(type *container, char *name, type *t) {
     for (int i = 0; i < container->nfields; i++)
         if (strcmp(container->fields[i].name, name) == 0) fail("metadata: field '%s' declared twice", name);
+    if (container->nfields >= MAX_FIELDS) decline("metadata: a structure of more than %d fields is not read here", MAX_FIELDS);
     container->fields = xrealloc(container->fields, ((size_t)container->nfields + 1) * sizeof(field));
     field *f = &container->fields[container->nfields];
     f->name = name;
@@ -910,7 +914,6 @@ typedef struct {
     int have_event_id;
 } cursor;
 
-#define MAX_FIELDS 256
 
 static void align_to(cursor *c, unsigned align) {
     if (align > 1) {
@@ -2480,10 +2483,14 @@ static void read_all(const char *root, void (*each)(const stream *s, void *conte
     }
 }
 
-/* Guards the entry points: one call per process (the reader's state is in statics). */
-static int enter_once(const char *root, char *error, size_t error_size) {
+/* Katana events handed on so far, by any entry point. */
+static uint64_t delivered;
+
+/* Guards the entry points: one call per process (the reader's state is in statics) — except that after a decline
+   before any event, katana_ctf_analyze_events may analyse events read elsewhere (it uses no trace state). */
+static int enter_once(const char *root, char *error, size_t error_size, int after_decline) {
     static int used;
-    if (used) {
+    if (used && !(after_decline && failure_declined && !delivered)) {
         snprintf(error, error_size, "%s: one read per process", root);
         return 0;
     }
@@ -2524,6 +2531,7 @@ static void deliver_event(const stream *s, void *context) {
     const event_class *ec = s->ec;
     if (reading->stopped || !ec->katana) return;
     reading->events++;
+    delivered++;
     katana_ctf_event e = {.role = ec->role, .event = ec->name + 7, .event_id = ec->label, .timestamp_ns = s->ts};
     switch (ec->role) {
     case EV_ENQUEUE: case EV_BEGIN: case EV_END: case EV_BUDGET: case EV_INLINE:
@@ -2575,12 +2583,14 @@ static void deliver_event(const stream *s, void *context) {
 static int failed(char *error, size_t error_size) {
     failure_jump = NULL;
     snprintf(error, error_size, "%s", failure_message);
+    /* Declined only before any event: a reader that falls back must not hand on an event twice. */
+    if (delivered) failure_declined = 0;
     return failure_declined ? 4 : 3;
 }
 
 int katana_ctf_read(const char *root, katana_ctf_event_handler handler, void *context, uint64_t *discarded,
                     char *error, size_t error_size) {
-    if (!enter_once(root, error, error_size)) return 3;
+    if (!enter_once(root, error, error_size, 0)) return 3;
     jmp_buf jump;
     if (setjmp(jump)) return failed(error, error_size);
     failure_jump = &jump;
@@ -2618,7 +2628,7 @@ static void finish_report(FILE *out) {
 }
 
 int katana_ctf_analyze(const char *root, const katana_ctf_options *given, FILE *out, char *error, size_t error_size) {
-    if (!enter_once(root, error, error_size)) return 3;
+    if (!enter_once(root, error, error_size, 0)) return 3;
     jmp_buf jump;
     if (setjmp(jump)) return failed(error, error_size);
     failure_jump = &jump;
@@ -2634,35 +2644,45 @@ static uint32_t handed_in(repeat_cache *cache, const char *text) {
     return text ? intern_repeating(cache, text, strlen(text)) : 0;
 }
 
-int katana_ctf_analyze_events(const char *root, katana_ctf_event_source source, void *context,
-                              const katana_ctf_options *given, FILE *out, char *error, size_t error_size) {
-    if (!enter_once(root, error, error_size)) return 3;
+static repeat_cache handed_in_caches[6];
+
+int katana_ctf_analysis_begin(const char *root, const katana_ctf_options *given, char *error, size_t error_size) {
+    if (!enter_once(root, error, error_size, 1)) return 3;
     trace_root = root;
     jmp_buf jump;
     if (setjmp(jump)) return failed(error, error_size);
     failure_jump = &jump;
+    failure_declined = 0;
     take_options(given);
     reader_name = "babeltrace2";
     side_effect_label = intern("side_effect", 11);
     state_updater_label = intern("state_updater", 13);
     inline_queue_label = intern("updater_inline", 14);
-    repeat_cache caches[6] = {{0}};
-    katana_ctf_event event;
-    uint64_t discarded = 0;
-    for (;;) {
-        memset(&event, 0, sizeof event);
-        int status = source(&event, &discarded, context);
-        if (status == 0) break;
-        if (status < 0) fail("the events could not be read");
-        if (event.role <= KATANA_CTF_OTHER || event.role > KATANA_CTF_INLINE) continue;
-        event.event_id = handed_in(&caches[0], event.event);
-        event.name_id = handed_in(&caches[1], event.name);
-        event.kind_id = event.role == KATANA_CTF_INLINE ? state_updater_label : handed_in(&caches[2], event.kind);
-        event.queue_id = handed_in(&caches[3], event.queue);
-        event.outcome_id = handed_in(&caches[4], event.outcome);
-        event.procname_id = handed_in(&caches[5], event.procname);
-        on_event(&event);
-    }
+    failure_jump = NULL;
+    return 0;
+}
+
+int katana_ctf_analysis_add(const katana_ctf_event *given, char *error, size_t error_size) {
+    if (given->role < KATANA_CTF_OTHER || given->role > KATANA_CTF_INLINE) return 0;
+    jmp_buf jump;
+    if (setjmp(jump)) return failed(error, error_size);
+    failure_jump = &jump;
+    katana_ctf_event event = *given;
+    event.event_id = handed_in(&handed_in_caches[0], event.event);
+    event.name_id = handed_in(&handed_in_caches[1], event.name);
+    event.kind_id = event.role == KATANA_CTF_INLINE ? state_updater_label : handed_in(&handed_in_caches[2], event.kind);
+    event.queue_id = handed_in(&handed_in_caches[3], event.queue);
+    event.outcome_id = handed_in(&handed_in_caches[4], event.outcome);
+    event.procname_id = handed_in(&handed_in_caches[5], event.procname);
+    on_event(&event);
+    failure_jump = NULL;
+    return 0;
+}
+
+int katana_ctf_analysis_end(uint64_t discarded, FILE *out, char *error, size_t error_size) {
+    jmp_buf jump;
+    if (setjmp(jump)) return failed(error, error_size);
+    failure_jump = &jump;
     discarded_events = discarded;
     finish_report(out);
     return 0;

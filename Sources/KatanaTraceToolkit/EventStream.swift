@@ -60,21 +60,27 @@ public struct TraceEvent: Sendable {
 /// one line rewritten in place. Only when standard error is a terminal (a log or a pipe gets nothing).
 final class ProgressLine {
     private let label: String
+    private let showsShare: Bool
     private let started = DispatchTime.now().uptimeNanoseconds
     private var shown = false
 
-    init?(_ label: String) {
+    /// `showsShare`: whether the native reader's byte counts apply (not when babeltrace2 reads).
+    init?(_ label: String, showsShare: Bool = true) {
         guard isatty(STDERR_FILENO) == 1 else { return nil }
         self.label = label
+        self.showsShare = showsShare
     }
 
     func show(events: UInt64) {
-        var read: UInt64 = 0, total: UInt64 = 0
-        katana_ctf_bytes(&read, &total)
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         let rate = seconds > 0 ? Int(Double(events) / seconds) : 0
-        let share = total > 0 ? Int(Double(read) * 100 / Double(total)) : 0
-        FileHandle.standardError.write(Data("\r\(label): \(events) events, \(rate) events/s, \(share) % of the trace read ".utf8))
+        var line = "\r\(label): \(events) events, \(rate) events/s"
+        if showsShare {
+            var read: UInt64 = 0, total: UInt64 = 0
+            katana_ctf_bytes(&read, &total)
+            line += ", \(total > 0 ? Int(Double(read) * 100 / Double(total)) : 0) % of the trace read"
+        }
+        FileHandle.standardError.write(Data((line + " ").utf8))
         shown = true
     }
 
@@ -91,12 +97,13 @@ public enum EventStream {
     /// Hands every katana event under `trace` to `body`, in timestamp order. Returns the events the tracer discarded.
     /// Throws a ``TraceToolkitError`` naming the place when the trace is damaged. One read per process (the reader
     /// keeps its state in statics). With `progress`, a line on standard error every half million events when it is a
-    /// terminal.
+    /// terminal. A trace the native reader declines (a sound construct it does not know) is read by babeltrace2
+    /// when it is installed (a note on standard error says so), else the error says what to install.
     public static func read(
         trace: String, progress label: String? = nil, _ body: (TraceEvent) -> Void
     ) throws(TraceToolkitError) -> UInt64 {
         try withoutActuallyEscaping(body) { (body) throws(TraceToolkitError) -> UInt64 in
-            let reading = Reading(body: body, progress: label.flatMap(ProgressLine.init))
+            let reading = Reading(body: body, progress: label.flatMap { ProgressLine($0) })
             var discarded: UInt64 = 0
             var error = [CChar](repeating: 0, count: 1024)
             let status = withExtendedLifetime(reading) {
@@ -106,9 +113,9 @@ public enum EventStream {
                 }, Unmanaged.passUnretained(reading).toOpaque(), &discarded, &error, error.count)
             }
             reading.progress?.end()
-            guard status == 0 else {
-                throw TraceToolkitError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-            }
+            let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if status == 4 { return try Babeltrace2Reader.read(trace: trace, declined: message, progress: label, body) }
+            guard status == 0 else { throw TraceToolkitError(message) }
             return discarded
         }
     }

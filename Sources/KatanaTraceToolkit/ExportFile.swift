@@ -4,10 +4,15 @@ import Glibc
 #endif
 
 /// Where an export goes: a temporary file beside the target that replaces it only when the export succeeded, so a
-/// failed or interrupted export never leaves a half-written file under the name asked for.
+/// failed or interrupted export never leaves a half-written file under the name asked for. The file has no name
+/// until then (`O_TMPFILE`), so an export ended by any signal, SIGKILL included, leaves nothing behind (guarded by
+/// `TraceExportTests`' `anExportEndedBySignalLeavesNoFile`); where the file system cannot do that, a dot-file is
+/// used and removed on failure.
 final class ExportFile {
     let path: String
-    private let temporary: String
+    private let folder: String
+    /// The named temporary file, when the file system has no unnamed ones.
+    private var temporary: String?
     private let file: UnsafeMutablePointer<FILE>
     private var closed = false
     private(set) var written = 0
@@ -32,20 +37,27 @@ final class ExportFile {
               access(folder, W_OK) == 0 else {
             throw TraceToolkitError("cannot write \(path): \(folder) is not a writable directory")
         }
-        var template = Array("\(folder)/.katana-export-XXXXXX".utf8CString)
-        let descriptor = mkstemp(&template)
+        // O_TMPFILE (Glibc's macro is not imported): __O_TMPFILE | O_DIRECTORY.
+        var descriptor = open(folder, O_WRONLY | Int32(0o20000000) | O_DIRECTORY | O_CLOEXEC, 0o600)
+        var temporary: String?
+        if descriptor < 0 {
+            var template = Array("\(folder)/.katana-export-XXXXXX".utf8CString)
+            descriptor = mkstemp(&template)
+            temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
         guard descriptor >= 0, let file = fdopen(descriptor, "w") else {
             throw TraceToolkitError("cannot write \(path): \(String(cString: strerror(errno)))")
         }
         self.path = real
-        self.temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        self.folder = folder
+        self.temporary = temporary
         self.file = file
     }
 
     deinit {
         if !closed {
             fclose(file)
-            unlink(temporary)
+            if let temporary { unlink(temporary) }
         }
     }
 
@@ -68,13 +80,27 @@ final class ExportFile {
         let mask = umask(0)
         umask(mask)
         fchmod(fileno(file), 0o644 & ~mask)
-        guard fflush(file) == 0, fsync(fileno(file)) == 0 || errno == EINVAL, fclose(file) == 0 else {
-            unlink(temporary)
-            throw TraceToolkitError("cannot write \(path): \(String(cString: strerror(errno)))")
+        func failure() -> TraceToolkitError {
+            let reason = String(cString: strerror(errno))
+            if let temporary { unlink(temporary) }
+            return TraceToolkitError("cannot write \(path): \(reason)")
         }
-        guard rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw TraceToolkitError("cannot write \(path): \(String(cString: strerror(errno)))")
+        guard fflush(file) == 0, fsync(fileno(file)) == 0 || errno == EINVAL else {
+            let error = failure()
+            fclose(file)
+            throw error
         }
+        if temporary == nil {
+            // The unnamed file gets a name beside the target only now, then takes the target's (rename replaces it
+            // in one step).
+            let named = "\(folder)/.katana-export-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+            guard linkat(AT_FDCWD, "/proc/self/fd/\(fileno(file))", AT_FDCWD, named, AT_SYMLINK_FOLLOW) == 0 else {
+                let error = failure()
+                fclose(file)
+                throw error
+            }
+            temporary = named
+        }
+        guard fclose(file) == 0, let temporary, rename(temporary, path) == 0 else { throw failure() }
     }
 }

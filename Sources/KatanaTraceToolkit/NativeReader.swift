@@ -28,7 +28,27 @@ public struct AnalysisOptions: Sendable {
 }
 
 /// The package's own CTF reader (`CKatanaCTF`): decodes what LTTng-UST writes, strictly, and computes the analysis.
+/// A trace it declines (a sound construct it does not know) is read by babeltrace2 when installed.
 public enum NativeReader {
+    static func message(_ error: [CChar]) -> String {
+        String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The analysis over babeltrace2's events (the native reader declined the trace before any event).
+    private static func analyzeWithBabeltrace2(
+        trace: String, declined: String, options: inout katana_ctf_options, out: UnsafeMutablePointer<FILE>,
+        error: inout [CChar]
+    ) throws(TraceToolkitError) -> Int32 {
+        var status = katana_ctf_analysis_begin(trace, &options, &error, error.count)
+        guard status == 0 else { return status }
+        let discarded = try Babeltrace2Reader.read(trace: trace, declined: declined, progress: nil) { event in
+            guard status == 0 else { return }
+            status = event.withCEvent { katana_ctf_analysis_add($0, &error, error.count) }
+        }
+        guard status == 0 else { return status }
+        return katana_ctf_analysis_end(discarded, out, &error, error.count)
+    }
+
     /// Reads the trace(s) under `trace` and returns the analysis as the reader's JSON document. Throws a
     /// ``TraceToolkitError`` naming the place when the trace is damaged or uses something the reader does not know.
     /// One analysis per process (the reader keeps its state in statics).
@@ -52,14 +72,75 @@ public enum NativeReader {
         var length = 0
         guard let out = open_memstream(&buffer, &length) else { throw TraceToolkitError("cannot allocate the report") }
         var error = [CChar](repeating: 0, count: 1024)
-        let status = withExtendedLifetime(progress) { katana_ctf_analyze(trace, &given, out, &error, error.count) }
+        var status = withExtendedLifetime(progress) { katana_ctf_analyze(trace, &given, out, &error, error.count) }
         progress?.end()
+        if status == 4 {
+            // Declined before any event: babeltrace2 reads the trace, the same analysis runs over its events.
+            let declined = Self.message(error)
+            rewind(out)
+            status = try analyzeWithBabeltrace2(trace: trace, declined: declined, options: &given, out: out, error: &error)
+        }
         fclose(out)
         defer { free(buffer) }
-        guard status == 0 else {
-            throw TraceToolkitError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
+        guard status == 0 else { throw TraceToolkitError(Self.message(error)) }
         guard let buffer else { throw TraceToolkitError("\(trace): the reader wrote no report") }
         return Data(bytes: buffer, count: length)
     }
+}
+
+extension TraceEvent {
+    /// The event as the C reader's struct, its strings valid during `body`.
+    func withCEvent<R>(_ body: (UnsafePointer<katana_ctf_event>) -> R) -> R {
+        var raw = katana_ctf_event()
+        let kind: Int = switch role {
+        case .enqueue: Int(KATANA_CTF_ENQUEUE)
+        case .begin: Int(KATANA_CTF_BEGIN)
+        case .end: Int(KATANA_CTF_END)
+        case .budgetExceeded: Int(KATANA_CTF_BUDGET)
+        case .intervalBegin: Int(KATANA_CTF_INTERVAL_BEGIN)
+        case .intervalEnd: Int(KATANA_CTF_INTERVAL_END)
+        case .transitionBegin: Int(KATANA_CTF_TRANSITION_BEGIN)
+        case .transitionEnd: Int(KATANA_CTF_TRANSITION_END)
+        case .updaterInline: Int(KATANA_CTF_INLINE)
+        case .other: Int(KATANA_CTF_OTHER)
+        }
+        raw.role = Int32(kind)
+        raw.timestamp_ns = timestamp
+        raw.id = id
+        raw.parent_id = parentID ?? 0
+        raw.has_parent_id = parentID == nil ? 0 : 1
+        raw.parallelism = parallelism ?? 0
+        raw.has_parallelism = parallelism == nil ? 0 : 1
+        raw.duration_ns = durationNanoseconds
+        raw.budget_ns = budgetNanoseconds
+        raw.actual_ns = actualNanoseconds
+        raw.vpid = vpid ?? 0
+        raw.has_vpid = vpid == nil ? 0 : 1
+        raw.vtid = vtid ?? 0
+        raw.has_vtid = vtid == nil ? 0 : 1
+        return event.withCString { event in
+            withOptionalCString(name) { name in
+                withOptionalCString(self.kind) { kindText in
+                    withOptionalCString(queue) { queue in
+                        withOptionalCString(outcome) { outcome in
+                            withOptionalCString(procname) { procname in
+                                raw.event = event
+                                raw.name = name
+                                raw.kind = kindText
+                                raw.queue = queue
+                                raw.outcome = outcome
+                                raw.procname = procname
+                                return withUnsafePointer(to: &raw, body)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let text else { return body(nil) }
+    return text.withCString(body)
 }

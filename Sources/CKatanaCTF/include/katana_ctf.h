@@ -79,15 +79,13 @@ typedef int (*katana_ctf_event_handler)(const katana_ctf_event *event, void *con
 int katana_ctf_read(const char *root, katana_ctf_event_handler handler, void *context, uint64_t *discarded,
                     char *error, size_t error_size);
 
-/* Fills `event` with the next katana event in timestamp order and returns 1; returns 0 after the last one, -1 when
-   the events cannot be read. `discarded`: the events the tracer discarded so far. Only the fields the header above
-   lists as such are read (role, event, timestamp, ids, strings, numbers); the string ids are ignored. */
-typedef int (*katana_ctf_event_source)(katana_ctf_event *event, uint64_t *discarded, void *context);
-
 /* The analysis of `katana_ctf_analyze` over events read elsewhere (babeltrace2's, when this reader declines a
-   trace): the report says `"reader": "babeltrace2"`. `root` names the trace in messages. Returns 0, or 3 with one
-   line in `error`. One analysis per process, as above. */
-int katana_ctf_analyze_events(const char *root, katana_ctf_event_source source, void *context,
-                              const katana_ctf_options *options, FILE *out, char *error, size_t error_size);
+   trace): begin, add each katana event in timestamp order (its role, timestamp, numbers and strings are read; string
+   ids are ignored), end with the events the tracer discarded; the report says `"reader": "babeltrace2"`. `root`
+   names the trace in messages. Each returns 0, or 3 with one line in `error` (then stop). One analysis per process,
+   as above (begin is allowed after katana_ctf_analyze declined a trace). */
+int katana_ctf_analysis_begin(const char *root, const katana_ctf_options *options, char *error, size_t error_size);
+int katana_ctf_analysis_add(const katana_ctf_event *event, char *error, size_t error_size);
+int katana_ctf_analysis_end(uint64_t discarded, FILE *out, char *error, size_t error_size);
 
 #endif
