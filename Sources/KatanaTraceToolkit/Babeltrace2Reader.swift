@@ -34,24 +34,28 @@ enum Babeltrace2Reader {
         var errors: [String] = []
         var discarded: UInt64 = 0
         var failure: TraceToolkitError?
-        try child.lines { stream, line in
-            if stream == .output {
-                do throws(TraceToolkitError) {
-                    if let event = try parser.parse(line) {
-                        body(event)
-                        if let progress, parser.events % UInt64(1 << 17) == 0 { progress.show(events: parser.events) }
+        do throws(TraceToolkitError) {
+            try child.lines { stream, line in
+                if stream == .output {
+                    do throws(TraceToolkitError) {
+                        if let event = try parser.parse(line) {
+                            body(event)
+                            if let progress, parser.events % UInt64(1 << 17) == 0 { progress.show(events: parser.events) }
+                        }
+                    } catch {
+                        failure = error
+                        return false
                     }
-                } catch {
-                    failure = error
-                    return false
+                } else if let count = discardedCount(line) {
+                    // A count past 2^40 is a per-stream counter that wrapped: events were still lost; count one.
+                    discarded += count > 0 && count < 1 << 40 ? count : 1
+                } else if errors.count < 200, !line.allSatisfy({ $0 == UInt8(ascii: " ") }) {
+                    errors.append(String(decoding: line, as: UTF8.self))
                 }
-            } else if let count = discardedCount(line) {
-                // A count past 2^40 is a per-stream counter that wrapped: events were still lost; count one.
-                discarded += count > 0 && count < 1 << 40 ? count : 1
-            } else if errors.count < 200, !line.allSatisfy({ $0 == UInt8(ascii: " ") }) {
-                errors.append(String(decoding: line, as: UTF8.self))
+                return true
             }
-            return true
+        } catch {
+            throw TraceToolkitError("\(trace): \(error.description)")
         }
         let status = child.wait()
         if let failure { throw failure }
@@ -384,6 +388,15 @@ enum Babeltrace2Reader {
             posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
             posix_spawn_file_actions_adddup2(&actions, out[1], 1)
             posix_spawn_file_actions_adddup2(&actions, err[1], 2)
+            // Nothing else of ours reaches babeltrace2: a descriptor it held (one our parent gave us without
+            // close-on-exec) could keep our caller's pipes open after we ended.
+            let pipeEnds = Set(out + err)
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+                if let descriptor = Int32(name), descriptor > 2, !pipeEnds.contains(descriptor),
+                   case let flags = fcntl(descriptor, F_GETFD), flags >= 0, flags & FD_CLOEXEC == 0 {
+                    posix_spawn_file_actions_addclose(&actions, descriptor)
+                }
+            }
             var environment = ProcessInfo.processInfo.environment
             environment["LIBBABELTRACE2_INIT_LOG_LEVEL"] = "NONE"
             let argv = arguments.map { strdup($0) } + [nil]

@@ -1,5 +1,8 @@
 import ArgumentParser
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import KatanaTraceToolkit
 
 typealias TraceExport = KatanaTraceToolkit.Export
@@ -16,6 +19,13 @@ struct KatanaTraceCommand: ParsableCommand {
     /// A trace the toolkit cannot read ends with exit status 2 and one line on standard error; bad arguments with
     /// ArgumentParser's usage message (status 64).
     static func main() {
+        // A parent may have started this process with SIGINT and SIGTERM blocked (a test runner, some service
+        // managers): Ctrl-C, `timeout` and `kill` must still end a long read — and with it, the babeltrace2 a
+        // fallback read runs (it dies with us). Guarded by `aFallbackReadLeavesNoChildWhenTheToolkitIsKilled`.
+        var ending = sigset_t()
+        sigemptyset(&ending)
+        for number in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&ending, number) }
+        pthread_sigmask(SIG_UNBLOCK, &ending, nil)
         do {
             var command = try parseAsRoot()
             try command.run()
