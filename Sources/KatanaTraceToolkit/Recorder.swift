@@ -46,11 +46,18 @@ public enum Recorder {
         if let entries = try? FileManager.default.contentsOfDirectory(atPath: output), !entries.isEmpty {
             return refuse("\(output) exists and is not empty; choose another -o")
         }
-        if run(["pgrep", "-x", "lttng-sessiond"]) != 0, run(["lttng-sessiond", "--daemonize"]) != 0 {
-            return refuse("could not start lttng-sessiond (are you root, or in the tracing group?)")
+        // A session daemon this recording starts is stopped when it ends (however it ends: the guardian stops it
+        // after a SIGKILL), unless someone else's session uses it by then. Guarded by LTTngRecordingTests'
+        // `katanaTraceRecordStopsTheSessionDaemonItStarted`.
+        var startedDaemon: pid_t?
+        if sessiondRoots().isEmpty {  // (pgrep would count a daemon that has exited but not been reaped)
+            guard run(["lttng-sessiond", "--daemonize"]) == 0, let daemon = sessiondRoots().first else {
+                return refuse("could not start lttng-sessiond (are you root, or in the tracing group?)")
+            }
+            startedDaemon = daemon
         }
 
-        let session = Session(name: name)
+        let session = Session(name: name, daemon: startedDaemon)
         let interrupts = Interrupts()
         defer { session.destroy() }
         // Even SIGKILL, which this process cannot catch, must not leave the session recording: a guardian destroys it.
@@ -144,6 +151,45 @@ public enum Recorder {
         return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
     }
 
+    /// The session daemons running: each `lttng-sessiond` whose parent is not one (its run-as helper is).
+    static func sessiondRoots() -> [pid_t] {
+        func parent(_ pid: String) -> String? {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            // "pid (comm) state ppid …": comm may hold spaces, so read after the last ')'.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && fields[0] != "Z" ? String(fields[1]) : nil
+        }
+        let daemons = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).filter { entry in
+            pid_t(entry) != nil
+                && (try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8))?.hasPrefix("lttng-sessiond") == true
+                && parent(entry) != nil
+        }
+        return daemons.filter { !daemons.contains(parent($0) ?? "") }.compactMap { pid_t($0) }
+    }
+
+    /// Stops the session daemon `pid` this recording started, when no session is left on it; waits (a bounded
+    /// time) until it is gone, so that a recording that returned has nothing left running.
+    static func stopDaemon(_ pid: pid_t) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["lttng", "--no-sessiond", "list"]
+        let listed = Pipe()
+        process.standardOutput = listed
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return }
+        let sessions = String(decoding: listed.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard sessions.contains("Currently no available recording session") else {
+            say("left lttng-sessiond (pid \(pid)) running: other sessions use it")
+            return
+        }
+        guard kill(pid, SIGTERM) == 0 else { return }
+        for _ in 0..<200 where sessiondRoots().contains(pid) { usleep(50_000) }
+        if sessiondRoots().contains(pid) { kill(pid, SIGKILL) }
+    }
+
     static func which(_ tool: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         return path.split(separator: ":").map { "\($0)/\(tool)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
@@ -152,9 +198,14 @@ public enum Recorder {
     /// The LTTng session and trigger this recording made: removed on every way out.
     final class Session {
         let name: String
+        /// The session daemon this recording started, if it did: stopped once the session is gone.
+        let daemon: pid_t?
         var created = false
         var trigger: String?
-        init(name: String) { self.name = name }
+        init(name: String, daemon: pid_t?) {
+            self.name = name
+            self.daemon = daemon
+        }
 
         func removeTrigger() {
             // --no-sessiond: a clean-up never starts a session daemon (with none running there is nothing to remove,
@@ -168,11 +219,13 @@ public enum Recorder {
             if created { Recorder.run(["lttng", "--no-sessiond", "destroy", name]) }
             created = false
             releaseGuardian()
+            if let daemon { Recorder.stopDaemon(daemon) }
         }
 
         /// The guardian: a shell that waits on a pipe only this process writes to. "done" on it means the session
         /// is gone already; the pipe closing without it — this process ended, even by SIGKILL — makes it destroy the
-        /// session and its trigger. It ignores the terminal's signals: Ctrl-C reaches this process, which cleans up.
+        /// session and its trigger, and stop the session daemon this recording started when no session is left on
+        /// it. It ignores the terminal's signals: Ctrl-C reaches this process, which cleans up.
         private var guardian: Process?
         private var guardianPipe: Int32 = -1
 
@@ -189,8 +242,11 @@ public enum Recorder {
                 if [ "$state" != done ]; then
                     lttng --no-sessiond remove-trigger "$1-budget" >/dev/null 2>&1
                     lttng --no-sessiond destroy "$1" >/dev/null 2>&1
+                    if [ -n "$2" ] && lttng --no-sessiond list 2>/dev/null | grep -q "Currently no available recording session"; then
+                        kill "$2" 2>/dev/null
+                    fi
                 fi
-                """, "katana-trace-guardian", name]
+                """, "katana-trace-guardian", name, daemon.map(String.init) ?? ""]
             process.standardInput = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice

@@ -19,13 +19,14 @@ struct KatanaTraceCommand: ParsableCommand {
     /// A trace the toolkit cannot read ends with exit status 2 and one line on standard error; bad arguments with
     /// ArgumentParser's usage message (status 64).
     static func main() {
-        // A parent may have started this process with SIGINT and SIGTERM blocked (a test runner, some service
-        // managers): Ctrl-C, `timeout` and `kill` must still end a long read — and with it, the babeltrace2 a
-        // fallback read runs (it dies with us). Guarded by `aFallbackReadLeavesNoChildWhenTheToolkitIsKilled`.
-        var ending = sigset_t()
-        sigemptyset(&ending)
-        for number in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&ending, number) }
-        pthread_sigmask(SIG_UNBLOCK, &ending, nil)
+        // A parent may have started this process with signals blocked (a test runner, some service managers), and
+        // children inherit the mask: Ctrl-C, `timeout` and `kill` must still end a long read — and with it the
+        // babeltrace2 a fallback read runs (`aFallbackReadLeavesNoChildWhenTheToolkitIsKilled`) — and
+        // `lttng-sessiond --daemonize`, which `record` may start, waits for SIGUSR1 from its child before it returns
+        // (`katanaTraceRecordStopsTheSessionDaemonItStarted` hung on it). So none stays blocked.
+        var none = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, nil)
         do {
             var command = try parseAsRoot()
             try command.run()

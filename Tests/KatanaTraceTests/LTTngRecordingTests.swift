@@ -473,6 +473,59 @@ extension LTTngRecordingTests {
         #expect(checked.out.contains("\"dispatches\": 501"), "\(checked.out)")
     }
 
+    /// `katana-trace record` with no session daemon running starts one and stops it when the recording ends —
+    /// normally, or killed by SIGKILL (its guardian stops it then): nothing the toolkit started outlives it.
+    /// Reachable only where this process owns the only daemon (always under CI), since it must stop it first.
+    @Test(arguments: [false, true])
+    func katanaTraceRecordStopsTheSessionDaemonItStarted(killed: Bool) async throws {
+        try LTTngEnvironment.ensureSessiond()
+        guard let owned = LTTngEnvironment.ownedSessiond, LTTngEnvironment.sessiondPIDs() == [owned] else {
+            #expect(!LTTngEnvironment.underCI, "under CI the suite owns the only session daemon")
+            return
+        }
+        let stopped = try await offThePool { Self.stopOwnedSessiond(also: nil) }
+        try #require(stopped, "the session daemon did not stop")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-nodaemon-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorder = Process()
+        recorder.executableURL = KatanaTrace.executable
+        recorder.arguments = ["record", "-o", directory.path, "--"]
+            + (killed ? ["sleep", "600"] : [Paths.katanaBench.path, "-s", "updaters", "--count", "500", "--warmup", "0"])
+        recorder.standardOutput = FileHandle.nullDevice
+        recorder.standardError = FileHandle.nullDevice
+        try recorder.run()
+        var daemons: [pid_t] = []
+        if killed {
+            // Once its command runs under a daemon, the recorder is killed.
+            for _ in 0..<300 {
+                try await Task.sleep(for: .milliseconds(100))
+                daemons = LTTngEnvironment.sessiondPIDs()
+                let sleeping = try await runSuspending(["pgrep", "-P", "\(recorder.processIdentifier)", "sleep"]).out
+                if !daemons.isEmpty && !sleeping.isEmpty { break }
+            }
+            kill(recorder.processIdentifier, SIGKILL)
+        }
+        await onThread { recorder.waitUntilExit() }
+        // The recorder stops its daemon before it returns; its guardian, moments after a SIGKILL (a bound against
+        // a hang, not a timing claim).
+        var left = LTTngEnvironment.sessiondPIDs()
+        for _ in 0..<(killed ? 200 : 0) where !left.isEmpty {
+            try await Task.sleep(for: .milliseconds(100))
+            left = LTTngEnvironment.sessiondPIDs()
+        }
+        for pid in left { kill(pid, SIGKILL) }
+        // The rest of the suite gets its own daemon back before any expectation can end the test.
+        _ = try? await offThePool { (try? LTTngEnvironment.ensureSessiond()) != nil }
+        #expect(left.isEmpty, "katana-trace record left the session daemon it started running: \(left)")
+        if killed {
+            #expect(!daemons.isEmpty, "no session daemon ran while recording")
+        } else {
+            #expect(recorder.terminationStatus == 0)
+            let checked = try await KatanaTrace.run(["check", directory.path])
+            #expect(checked.status == 0 && checked.out.contains("\"dispatches\": 501"), "\(checked.out)\(checked.err)")
+        }
+    }
+
     /// Stops the session daemon this process owns (or `other`, when given) with everything under it, and waits up
     /// to 20 s until none runs; whether none does.
     static func stopOwnedSessiond(also other: pid_t?) -> Bool {
