@@ -646,6 +646,8 @@ struct event_class {
     int katana;      /* the provider is katana */
     uint32_t label;  /* the event's name without the provider, interned (katana events) */
     int slot[16];    /* the analysis' fields: index among the payload's or (+1000) the context's fields */
+    int extra[16];   /* the other payload fields (integers, strings) a dump shows */
+    int extra_count;
 };
 
 typedef struct {
@@ -1638,6 +1640,12 @@ static void classify(event_class *ec, const stream_class *sc) {
         else if ((at = find_field(sc->event_context, field_names[f])) >= 0) ec->slot[f] = 1000 + at;
         else ec->slot[f] = -1;
     }
+    for (int i = 0; i < ec->fields->nfields && ec->extra_count < 16; i++) {
+        int known = 0;
+        for (int f = 0; f < F_COUNT; f++) known |= ec->slot[f] == i;
+        int kind = ec->fields->fields[i].t->kind;
+        if (!known && (kind == K_INT || kind == K_STRING)) ec->extra[ec->extra_count++] = i;
+    }
     static const int needs[][8] = {
         [EV_ENQUEUE] = {F_ID, F_PARENT_ID, F_KIND, F_NAME, F_QUEUE, -1},
         [EV_BEGIN] = {F_ID, F_PARENT_ID, F_KIND, F_NAME, F_QUEUE, F_PARALLELISM, -1},
@@ -2555,7 +2563,8 @@ static void deliver_event(const stream *s, void *context) {
         e.parent_id = get_uint(s, F_PARENT_ID);
         e.has_parent_id = 1;
     }
-    if (ec->role == EV_ENQUEUE || ec->role == EV_BEGIN) e.queue_id = get_label(s, F_QUEUE);
+    if (ec->role == EV_ENQUEUE || ec->role == EV_BEGIN || (ec->role == EV_END && ec->slot[F_QUEUE] >= 0))
+        e.queue_id = get_label(s, F_QUEUE);
     if (ec->role == EV_BEGIN || ec->role == EV_INLINE) {
         e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
         e.has_parallelism = 1;
@@ -2571,6 +2580,26 @@ static void deliver_event(const stream *s, void *context) {
     e.has_vtid = get_context_int(s, F_VTID, &e.vtid);
     const value *procname = get(s, F_PROCNAME);
     if (procname && procname->kind == K_STRING) e.procname_id = intern_repeating(&reading->procname, procname->s, procname->n);
+    static katana_ctf_field extra[16];
+    for (int i = 0; i < ec->extra_count; i++) {
+        const field *f = &ec->fields->fields[ec->extra[i]];
+        const value *v = &s->payload[ec->extra[i]];
+        katana_ctf_field *x = &extra[i];
+        *x = (katana_ctf_field){.name = f->name, .is_signed = f->t->is_signed, .value = v->u};
+        if (v->kind == K_STRING) {
+            x->is_text = 1;
+            x->text = strings[intern(v->s, v->n)].s;
+        } else if (f->t->nmaps) {
+            mapping *m = enum_label(f->t, v->u);
+            if (m) {
+                if (!m->interned) m->interned = intern(m->label, strlen(m->label));
+                x->is_text = 1;
+                x->text = strings[m->interned].s;
+            }
+        }
+    }
+    e.extra = extra;
+    e.extra_count = ec->extra_count;
     e.name = label_text(e.name_id);
     e.kind = label_text(e.kind_id);
     e.queue = label_text(e.queue_id);

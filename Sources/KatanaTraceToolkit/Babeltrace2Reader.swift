@@ -16,7 +16,8 @@ enum Babeltrace2Reader {
 
     /// Hands every katana event of `trace` to `body` in timestamp order, read by babeltrace2. Returns the events the
     /// tracer discarded. `declined`: why the native reader declined it, for the messages.
-    static func read(trace: String, declined: String, progress label: String?, _ body: (TraceEvent) -> Void)
+    static func read(trace: String, declined: String, progress label: String?, payload: Bool = false,
+                     _ body: (TraceEvent) -> Void)
         throws(TraceToolkitError) -> UInt64
     {
         guard let babeltrace = executable("babeltrace2") else {
@@ -28,7 +29,7 @@ enum Babeltrace2Reader {
         if let setpriv = executable("setpriv") { arguments = [setpriv, "--pdeathsig", "KILL", "--"] + arguments }
         let child = try Child(arguments)
         defer { child.stop() }
-        var parser = LineParser(trace: trace)
+        var parser = LineParser(trace: trace, payload: payload)
         let progress = label.flatMap { ProgressLine($0, showsShare: false) }
         defer { progress?.end() }
         var errors: [String] = []
@@ -113,11 +114,16 @@ enum Babeltrace2Reader {
     /// container = 1 ), name = "T", … }`.
     struct LineParser {
         let trace: String
+        /// Whether events carry their other payload fields.
+        let payload: Bool
         private(set) var events: UInt64 = 0
         /// Dense ids for the strings, as the native reader gives (consumers key on them).
         private var ids: [String: UInt32] = [:]
 
-        init(trace: String) { self.trace = trace }
+        init(trace: String, payload: Bool) {
+            self.trace = trace
+            self.payload = payload
+        }
 
         /// The fields a katana event may carry.
         private enum Field: Int, CaseIterable {
@@ -189,8 +195,14 @@ enum Babeltrace2Reader {
                   seconds < Int64.max / 1_000_000_000 - 1
             else { throw TraceToolkitError("\(trace): babeltrace2 printed a timestamp out of range") }
             var values = [Value?](repeating: nil, count: Field.allCases.count)
+            // Fields no property holds, by the `{ … }` group they are in: the payload is the last group.
+            var others: [(group: Int, name: String, value: Value)] = []
             while let (key, value) = try scanner.field(trace: trace) {
-                if let field = Field.byKey[Array(key)], let value { values[field.rawValue] = value }
+                if let field = Field.byKey[Array(key)] {
+                    if let value { values[field.rawValue] = value }
+                } else if payload, let value {
+                    others.append((scanner.group, String(decoding: key, as: UTF8.self), value))
+                }
             }
             events += 1
             let (role, needs) = Self.roles[eventName] ?? (.other, [])
@@ -220,20 +232,31 @@ enum Babeltrace2Reader {
             let name = text(.name), queue = text(.queue), outcome = text(.outcome)
             let kind = role == .updaterInline ? "state_updater" : text(.kind)
             let carriesParent = [.enqueue, .begin, .updaterInline, .intervalBegin].contains(role)
-            return TraceEvent(
+            var event = TraceEvent(
                 role: role, event: eventName, timestamp: seconds * 1_000_000_000 + nanoseconds,
                 id: number(idField) ?? 0, parentID: carriesParent ? number(.parentID) : nil, name: name, kind: kind,
-                queue: [.enqueue, .begin].contains(role) ? queue : nil, outcome: outcome,
+                queue: [.enqueue, .begin, .end].contains(role) ? queue : nil, outcome: outcome,
                 parallelism: [.begin, .updaterInline].contains(role) ? signed(.parallelism) : nil,
                 durationNanoseconds: number(.duration) ?? 0, budgetNanoseconds: number(.budget) ?? 0,
                 actualNanoseconds: number(.actual) ?? 0, vpid: signed(.vpid), vtid: signed(.vtid),
-                procname: text(.procname), nameID: id(name), queueID: id(queue), outcomeID: id(outcome))
+                procname: text(.procname), nameID: id(name), queueID: id(queue), outcomeID: id(outcome), kindID: id(kind),
+                procnameID: id(text(.procname)))
+            event.payload = others.filter { $0.group == scanner.group }.map { other in
+                let value: TraceEvent.PayloadField.Value = switch other.value {
+                case .text(let text): .text(text)
+                case .number(let signed, let unsigned): signed < 0 ? .signed(signed) : .unsigned(unsigned)
+                }
+                return TraceEvent.PayloadField(name: other.name, value: value)
+            }
+            return event
         }
 
         /// Reads babeltrace2's field syntax.
         private struct Scanner {
             let line: ArraySlice<UInt8>
             var at: Int
+            /// How many `{ … }` groups (packet context, event context, payload) have begun.
+            private(set) var group = 0
 
             init(_ line: ArraySlice<UInt8>) {
                 self.line = line
@@ -265,6 +288,7 @@ enum Babeltrace2Reader {
 
             mutating func skipSeparators() {
                 while let byte = peek, [UInt8(ascii: " "), UInt8(ascii: ","), UInt8(ascii: "{"), UInt8(ascii: "}")].contains(byte) {
+                    if byte == UInt8(ascii: "{") { group += 1 }
                     at += 1
                 }
             }

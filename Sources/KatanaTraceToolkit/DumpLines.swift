@@ -5,77 +5,166 @@ import Glibc
 /// `katana-trace dump`: each katana event as one JSON object on a line, keys sorted, fields as recorded, written to
 /// standard output as they are read.
 public struct DumpLines {
-    private var out: [UInt8] = []
+    private let out = TextBuffer()
     private var count = 0
+    /// The fixed keys' `"key": ` and the separators, in raw memory (read millions of times: no reference counting).
+    private let keyStore = RawBytes()
+    private var keyTable: UnsafeMutablePointer<UInt8> { keyStore.base }
+    private var keyRanges: [(start: Int, length: Int)] = []
+    private let separatorAt: Int, lineEndAt: Int
 
-    public init() { out.reserveCapacity(1 << 16) }
-
-    private mutating func text(_ value: String) { out.appendJSONString(value) }
-
-    private enum Value {
-        case number(String), text(String)
+    public init() {
+        var table: [UInt8] = []
+        for key in Self.keys {
+            let literal = Self.keyLiteral(key)
+            keyRanges.append((table.count, literal.count))
+            table += literal
+        }
+        separatorAt = table.count
+        table += Array(", ".utf8)
+        lineEndAt = table.count
+        table += Array("}\n".utf8)
+        keyStore.set(table)
     }
 
-    /// Writes one event's line.
+    /// The fixed keys, in the sorted order a line has them; a payload field goes where its name sorts among them.
+    private static let keys = ["actual_ns", "budget_ns", "duration_ns", "event", "id", "interval_id", "kind", "name",
+                               "outcome", "parallelism", "parent_id", "procname", "queue", "transition_id", "ts", "vpid",
+                               "vtid"]
+
+    /// `"key": `
+    private static func keyLiteral(_ key: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.appendJSONString(key)
+        return bytes + Array(": ".utf8)
+    }
+
+    /// The reader's strings as JSON literals, by their id (dense): each is escaped once.
+    private var literals: [[UInt8]?] = []
+    /// Event names as JSON literals (few).
+    private var eventLiterals: [String: [UInt8]] = [:]
+    /// Payload field names seen: where each goes among the fixed keys (its index, or `keys.count` after them all),
+    /// and its `"name": ` bytes.
+    private var payloadKeys: [(name: String, position: Int, bytes: [UInt8])] = []
+    private var first = true
+
+    private mutating func literal(_ id: UInt32, _ text: String) {
+        let index = Int(id)
+        guard index > 0 else { return out.appendJSONString(text) }
+        if index < literals.count, let known = literals[index] { return out.append(known) }
+        if index >= literals.count { literals += Array(repeating: nil, count: max(index + 1 - literals.count, 64)) }
+        var bytes: [UInt8] = []
+        bytes.appendJSONString(text)
+        literals[index] = bytes
+        out.append(bytes)
+    }
+
+    private mutating func eventLiteral(_ text: String) {
+        if let known = eventLiterals[text] { return out.append(known) }
+        var bytes: [UInt8] = []
+        bytes.appendJSONString(text)
+        eventLiterals[text] = bytes
+        out.append(bytes)
+    }
+
+    private mutating func payloadKey(_ name: String) -> (position: Int, bytes: [UInt8]) {
+        if let known = payloadKeys.first(where: { $0.name == name }) { return (known.position, known.bytes) }
+        let position = Self.keys.firstIndex { $0 >= name } ?? Self.keys.count
+        let bytes = Self.keyLiteral(name)
+        payloadKeys.append((name, position, bytes))
+        return (position, bytes)
+    }
+
+    private mutating func separate() {
+        if !first { out.append(keyTable + separatorAt, count: 2) }
+        first = false
+    }
+
+    /// A line's payload fields still to write, in order, with where each goes.
+    private typealias Pending = [(position: Int, bytes: [UInt8], value: TraceEvent.PayloadField.Value)]
+    private var pending: Pending = []
+
+    /// Writes the payload fields that sort before fixed key `index` (all that are left: `keys.count`), then the key.
+    private mutating func key(_ index: Int, _ next: inout Int) {
+        while next < pending.count && pending[next].position <= index {
+            separate()
+            out.append(pending[next].bytes)
+            switch pending[next].value {
+            case .signed(let value): out.append(value)
+            case .unsigned(let value): out.append(value)
+            case .text(let text): out.appendJSONString(text)
+            }
+            next += 1
+        }
+        guard index < keyRanges.count else { return }
+        separate()
+        let range = keyRanges[index]
+        out.append(keyTable + range.start, count: range.length)
+    }
+
+    /// Writes one event's line: keys in sorted order, so that a line is the same whatever produced it.
     public mutating func add(_ event: TraceEvent) {
         count += 1
-        let isDispatch = [.enqueue, .begin, .end, .budgetExceeded, .updaterInline].contains(event.role)
-        // Keys in sorted order, so that a line is the same whatever produced it.
-        var fields: [(String, Value)] = []
-        if event.role == .budgetExceeded {
-            fields.append(("actual_ns", .number(String(event.actualNanoseconds))))
-            fields.append(("budget_ns", .number(String(event.budgetNanoseconds))))
-        }
-        if event.role == .updaterInline { fields.append(("duration_ns", .number(String(event.durationNanoseconds)))) }
-        fields.append(("event", .text(event.event)))
-        if isDispatch { fields.append(("id", .number(String(event.id)))) }
-        if event.role == .intervalBegin || event.role == .intervalEnd { fields.append(("interval_id", .number(String(event.id)))) }
-        if let kind = event.kind, event.role != .updaterInline { fields.append(("kind", .text(kind))) }
-        if let name = event.name { fields.append(("name", .text(name))) }
-        if let outcome = event.outcome { fields.append(("outcome", .text(outcome))) }
-        if let parallelism = event.parallelism { fields.append(("parallelism", .number(String(parallelism)))) }
-        if let parent = event.parentID { fields.append(("parent_id", .number(String(parent)))) }
-        if let procname = event.procname { fields.append(("procname", .text(procname))) }
-        if let queue = event.queue { fields.append(("queue", .text(queue))) }
-        if event.role == .transitionBegin || event.role == .transitionEnd {
-            fields.append(("transition_id", .number(String(event.id))))
-        }
-        fields.append(("ts", .number(String(event.timestamp))))
-        if let vpid = event.vpid { fields.append(("vpid", .number(String(vpid)))) }
-        if let vtid = event.vtid { fields.append(("vtid", .number(String(vtid)))) }
-        out.append(UInt8(ascii: "{"))
-        for (index, (key, value)) in fields.enumerated() {
-            if index > 0 { out.append(contentsOf: Array(", ".utf8)) }
-            text(key)
-            out.append(contentsOf: Array(": ".utf8))
-            switch value {
-            case let .number(digits): out.append(contentsOf: Array(digits.utf8))
-            case let .text(string): text(string)
+        first = true
+        // The payload fields no property holds (a name a property has already is skipped), in name order. (One
+        // buffer for every line: no allocation per line.)
+        pending.removeAll(keepingCapacity: true)
+        if !event.payload.isEmpty {
+            for field in event.payload {
+                let (position, bytes) = payloadKey(field.name)
+                if position < Self.keys.count && Self.keys[position] == field.name { continue }
+                pending.append((position, bytes, field.value))
             }
+            pending.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
         }
-        out.append(contentsOf: Array("}\n".utf8))
+        var next = 0
+        let isDispatch = [.enqueue, .begin, .end, .budgetExceeded, .updaterInline].contains(event.role)
+        out.append(UInt8(ascii: "{"))
+        if event.role == .budgetExceeded {
+            key(0, &next); out.append(event.actualNanoseconds)
+            key(1, &next); out.append(event.budgetNanoseconds)
+        }
+        if event.role == .updaterInline { key(2, &next); out.append(event.durationNanoseconds) }
+        key(3, &next); eventLiteral(event.event)
+        if isDispatch { key(4, &next); out.append(event.id) }
+        if event.role == .intervalBegin || event.role == .intervalEnd { key(5, &next); out.append(event.id) }
+        if let kind = event.kind, event.role != .updaterInline { key(6, &next); literal(event.kindID, kind) }
+        if let name = event.name { key(7, &next); literal(event.nameID, name) }
+        if let outcome = event.outcome { key(8, &next); literal(event.outcomeID, outcome) }
+        if let parallelism = event.parallelism { key(9, &next); out.append(parallelism) }
+        if let parent = event.parentID { key(10, &next); out.append(parent) }
+        if let procname = event.procname { key(11, &next); literal(event.procnameID, procname) }
+        if let queue = event.queue { key(12, &next); literal(event.queueID, queue) }
+        if event.role == .transitionBegin || event.role == .transitionEnd { key(13, &next); out.append(event.id) }
+        key(14, &next); out.append(event.timestamp)
+        if let vpid = event.vpid { key(15, &next); out.append(vpid) }
+        if let vtid = event.vtid { key(16, &next); out.append(vtid) }
+        key(keyRanges.count, &next)
+        out.append(keyTable + lineEndAt, count: 2)
         if out.count >= 1 << 16 { flush() }
     }
 
     /// Writes the summary line and flushes.
     public mutating func finish(discarded: UInt64) {
-        out.append(contentsOf: Array("{\"count\": \(count), \"discarded\": \(discarded), \"event\": \"_summary\"}\n".utf8))
+        out.append(Array("{\"count\": \(count), \"discarded\": \(discarded), \"event\": \"_summary\"}\n".utf8))
         flush()
     }
 
     /// Writes what is buffered to standard output.
-    public mutating func flush() {
-        out.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = write(STDOUT_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { break }  // a closed pipe: nothing more can be written
-                offset += written
-            }
-        }
-        out.removeAll(keepingCapacity: true)
+    public mutating func flush() { out.drain(to: STDOUT_FILENO) }
+}
+
+/// Bytes in raw memory, freed with their owner.
+private final class RawBytes {
+    private(set) var base = UnsafeMutablePointer<UInt8>.allocate(capacity: 1)
+
+    func set(_ bytes: [UInt8]) {
+        base.deallocate()
+        base = .allocate(capacity: bytes.count)
+        base.initialize(from: bytes, count: bytes.count)
     }
+
+    deinit { base.deallocate() }
 }
 
 extension [UInt8] {

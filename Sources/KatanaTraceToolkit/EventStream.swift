@@ -28,7 +28,7 @@ public struct TraceEvent: Sendable {
     public var name: String?
     /// `state_updater` or `side_effect`, on a dispatch's events.
     public var kind: String?
-    /// Where it runs (`updater_inline`, `updater_queue`, `side_effect_pool`), on enqueue and begin.
+    /// Where it runs (`updater_inline`, `updater_queue`, `side_effect_pool`), on enqueue, begin and end.
     public var queue: String?
     /// How it ended (`ok`, `error`, `cancelled`, …), on ends.
     public var outcome: String?
@@ -51,6 +51,23 @@ public struct TraceEvent: Sendable {
     public var nameID: UInt32 = 0
     public var queueID: UInt32 = 0
     public var outcomeID: UInt32 = 0
+    /// The id of `kind` (an inline updater's is `state_updater`'s).
+    public var kindID: UInt32 = 0
+    /// The id of `procname`.
+    public var procnameID: UInt32 = 0
+
+    /// A payload field this type has no property for (`queue_depth`, `store_id`, `state_type`, …).
+    public struct PayloadField: Sendable, Equatable {
+        public enum Value: Sendable, Equatable {
+            case signed(Int64), unsigned(UInt64), text(String)
+        }
+
+        public var name: String
+        public var value: Value
+    }
+
+    /// The event's other payload fields, in their declared order — only when the read asked for them.
+    public var payload: [PayloadField] = []
 
     /// Whether it is a side effect's event (enqueue, begin or end).
     public var isSideEffect: Bool { kind == "side_effect" }
@@ -100,10 +117,10 @@ public enum EventStream {
     /// terminal. A trace the native reader declines (a sound construct it does not know) is read by babeltrace2
     /// when it is installed (a note on standard error says so), else the error says what to install.
     public static func read(
-        trace: String, progress label: String? = nil, _ body: (TraceEvent) -> Void
+        trace: String, progress label: String? = nil, payload: Bool = false, _ body: (TraceEvent) -> Void
     ) throws(TraceToolkitError) -> UInt64 {
         try withoutActuallyEscaping(body) { (body) throws(TraceToolkitError) -> UInt64 in
-            let reading = Reading(body: body, progress: label.flatMap { ProgressLine($0) })
+            let reading = Reading(body: body, progress: label.flatMap { ProgressLine($0) }, payload: payload)
             var discarded: UInt64 = 0
             var error = [CChar](repeating: 0, count: 1024)
             let status = withExtendedLifetime(reading) {
@@ -114,7 +131,9 @@ public enum EventStream {
             }
             reading.progress?.end()
             let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if status == 4 { return try Babeltrace2Reader.read(trace: trace, declined: message, progress: label, body) }
+            if status == 4 {
+                return try Babeltrace2Reader.read(trace: trace, declined: message, progress: label, payload: payload, body)
+            }
             guard status == 0 else { throw TraceToolkitError(message) }
             return discarded
         }
@@ -124,13 +143,24 @@ public enum EventStream {
     private final class Reading {
         let body: (TraceEvent) -> Void
         let progress: ProgressLine?
+        let payload: Bool
         var events: UInt64 = 0
         /// The reader's strings by their id (dense, small): each is converted once.
         var strings: [String?] = []
+        /// Field names and texts of the payload by their address (the reader keeps them for good).
+        var texts: [UnsafePointer<CChar>: String] = [:]
 
-        init(body: @escaping (TraceEvent) -> Void, progress: ProgressLine?) {
+        init(body: @escaping (TraceEvent) -> Void, progress: ProgressLine?, payload: Bool) {
             self.body = body
             self.progress = progress
+            self.payload = payload
+        }
+
+        func text(_ pointer: UnsafePointer<CChar>) -> String {
+            if let known = texts[pointer] { return known }
+            let made = String(cString: pointer)
+            texts[pointer] = made
+            return made
         }
 
         func text(_ id: UInt32, _ pointer: UnsafePointer<CChar>?) -> String? {
@@ -161,7 +191,7 @@ public enum EventStream {
         func take(_ raw: katana_ctf_event) {
             events += 1
             if let progress, events % UInt64(KATANA_CTF_PROGRESS_EVERY) == 0 { progress.show(events: events) }
-            body(TraceEvent(
+            var event = TraceEvent(
                 role: Self.role(raw.role), event: text(raw.event_id, raw.event) ?? "?", timestamp: raw.timestamp_ns,
                 id: raw.id, parentID: raw.has_parent_id != 0 ? raw.parent_id : nil, name: text(raw.name_id, raw.name),
                 kind: text(raw.kind_id, raw.kind), queue: text(raw.queue_id, raw.queue),
@@ -170,7 +200,22 @@ public enum EventStream {
                 budgetNanoseconds: raw.budget_ns, actualNanoseconds: raw.actual_ns,
                 vpid: raw.has_vpid != 0 ? raw.vpid : nil, vtid: raw.has_vtid != 0 ? raw.vtid : nil,
                 procname: text(raw.procname_id, raw.procname),
-                nameID: raw.name_id, queueID: raw.queue_id, outcomeID: raw.outcome_id))
+                nameID: raw.name_id, queueID: raw.queue_id, outcomeID: raw.outcome_id, kindID: raw.kind_id,
+                procnameID: raw.procname_id)
+            if payload, raw.extra_count > 0, let extra = raw.extra {
+                event.payload = (0..<Int(raw.extra_count)).map { index in
+                    let field = extra[index]
+                    let value: TraceEvent.PayloadField.Value = if field.is_text != 0, let text = field.text {
+                        .text(self.text(text))
+                    } else if field.is_signed != 0 {
+                        .signed(Int64(bitPattern: field.value))
+                    } else {
+                        .unsigned(field.value)
+                    }
+                    return TraceEvent.PayloadField(name: self.text(field.name), value: value)
+                }
+            }
+            body(event)
         }
     }
 }

@@ -228,7 +228,7 @@ struct Dump: ParsableCommand {
     func run() throws {
         var lines = DumpLines()
         do {
-            let discarded = try EventStream.read(trace: trace, progress: "dump") { lines.add($0) }
+            let discarded = try EventStream.read(trace: trace, progress: "dump", payload: true) { lines.add($0) }
             lines.finish(discarded: discarded)
         } catch {
             lines.flush()

@@ -44,6 +44,15 @@ enum {
     KATANA_CTF_INLINE
 };
 
+/* A payload field of a katana event that the struct below has no member for (queue_depth, store_id, state_type,
+   …): an integer, or text (a string, or an enum's label). */
+typedef struct katana_ctf_field {
+    const char *name;
+    int is_text, is_signed;
+    uint64_t value;
+    const char *text;
+} katana_ctf_field;
+
 /* One katana event, decoded. Strings are NUL-terminated and live until the process ends; absent ones are NULL. */
 typedef struct katana_ctf_event {
     int role;
@@ -66,6 +75,9 @@ typedef struct katana_ctf_event {
     /* Each string's id in the reader's table (0: absent): equal strings have equal ids, so a consumer can key
        on these instead of hashing the text. Ids are small, dense and below katana_ctf_string_count(). */
     uint32_t event_id, name_id, kind_id, queue_id, outcome_id, procname_id;
+    /* The event's other payload fields, in their declared order (valid during the handler's call only). */
+    const katana_ctf_field *extra;
+    int extra_count;
 } katana_ctf_event;
 
 /* How many string ids there are so far (ids are below it). */
