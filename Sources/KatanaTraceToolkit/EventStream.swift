@@ -58,11 +58,14 @@ public struct TraceEvent: Sendable {
 
     /// A payload field this type has no property for (`queue_depth`, `store_id`, `state_type`, …).
     public struct PayloadField: Sendable, Equatable {
+        /// An integer (signed or not, as the field is declared), or text: a string, or an enum's label.
         public enum Value: Sendable, Equatable {
             case signed(Int64), unsigned(UInt64), text(String)
         }
 
+        /// The field's name, without TSDL's leading underscore.
         public var name: String
+        /// What the event carried.
         public var value: Value
     }
 

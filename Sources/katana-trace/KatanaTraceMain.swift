@@ -13,6 +13,12 @@ struct KatanaTraceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "katana-trace",
         abstract: "Read LTTng recordings of Katana stores: latencies, parallelism, nesting, the longest dispatches.",
+        discussion: """
+            Traces are read by the package's own CTF reader. A damaged trace ends with one line and status 2. A sound \
+            trace using a construct that reader does not know (floating-point fields, several clocks, …) is read by \
+            babeltrace2 when it is installed (a note on standard error says so); babeltrace2 is stopped if it prints \
+            nothing for KATANA_TRACE_STALL_SECONDS (default 30).
+            """,
         subcommands: [Record.self, Check.self, Analyze.self, Export.self, Dump.self]
     )
 
