@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "Katana", targets: ["Katana"]),
         .library(name: "KatanaTrace", targets: ["KatanaTrace"]),
         .library(name: "KatanaLTTng", targets: ["KatanaLTTng"]),
+        .library(name: "KatanaFlightRecorder", targets: ["KatanaFlightRecorder"]),
         .library(name: "KatanaRedux", targets: ["KatanaRedux"]),
         .library(name: "KatanaRouter", targets: ["KatanaRouter"]),
         .library(name: "KatanaDistributedTracing", targets: ["KatanaDistributedTracing"]),
@@ -53,6 +54,11 @@ let package = Package(
         .target(
             name: "KatanaLTTng",
             dependencies: ["KatanaTrace", "CLTTng"]
+        ),
+        .target(name: "CKatanaFlightRecorder"),
+        .target(
+            name: "KatanaFlightRecorder",
+            dependencies: ["KatanaTrace", "CKatanaFlightRecorder"]
         ),
         .target(
             name: "Katana",
@@ -157,7 +163,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KatanaTraceTests",
-            dependencies: ["Katana", "KatanaTrace", "KatanaTestSupport", "CKatanaTraceProvider"]
+            dependencies: ["Katana", "KatanaTrace", "KatanaTestSupport", "CKatanaTraceProvider", "KatanaFlightRecorder"]
         ),
     ],
     swiftLanguageModes: [.v6]

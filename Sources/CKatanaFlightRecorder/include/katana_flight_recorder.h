@@ -1,0 +1,38 @@
+#ifndef KATANA_FLIGHT_RECORDER_H
+#define KATANA_FLIGHT_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Katana's in-process flight recorder: every thread records into a ring buffer of its own (no lock, no system call
+   on the recording path), and a dump writes the rings' recent events as a CTF 1.8 trace in LTTng-UST's `katana:*`
+   layout, which katana-trace, babeltrace2 and Trace Compass read. */
+
+enum {
+    KATANA_FR_ENQUEUE, KATANA_FR_BEGIN, KATANA_FR_END, KATANA_FR_INLINE, KATANA_FR_BUDGET, KATANA_FR_INTERVAL_BEGIN,
+    KATANA_FR_INTERVAL_END, KATANA_FR_TRANSITION_BEGIN, KATANA_FR_TRANSITION_END, KATANA_FR_STORE_READY,
+    KATANA_FR_LISTENERS_NOTIFIED, KATANA_FR_EVENT_COUNT
+};
+
+/* Sets the recorder up: `ring_bytes` per thread, at most `total_bytes` in all (threads past that record nothing,
+   counted as discarded). Later calls change nothing. */
+void katana_fr_configure(size_t total_bytes, size_t ring_bytes);
+
+/* Records one event on the calling thread's ring. `name` must live as long as the process (interned names).
+   Fields by event: enqueue (id, parent, kind, name, queue, b = queue depth); begin (id, parent, kind, name, queue,
+   b = parallelism); end (id, kind, name, queue, outcome); inline (id, parent, name, b = parallelism, a = duration,
+   outcome; timestamp `at` = its end, 0: now); budget (id, kind, name, a = budget, parent = actual); interval and
+   transition begin/end (id, parent, name, outcome); store ready (id = store, name = state type); listeners
+   notified (id = store, a = changes, b = listeners). */
+void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, const char *name, uint64_t a,
+                      uint32_t b, uint8_t kind, uint8_t queue, uint8_t outcome);
+
+/* Writes the rings' events as a CTF trace into the directory `path` (created; it must not exist or be empty).
+   Recording goes on meanwhile: events overwritten during the copy are left out. Returns 0, or -1 with one line in
+   `error`. `written`: the events written. */
+int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t error_size);
+
+/* Events recorded so far on all threads, and events lost for want of a ring. */
+void katana_fr_counts(uint64_t *recorded, uint64_t *discarded);
+
+#endif

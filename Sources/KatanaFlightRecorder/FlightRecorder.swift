@@ -1,0 +1,104 @@
+import CKatanaFlightRecorder
+import Foundation
+import KatanaTrace
+
+/// Katana's in-process flight recorder: a ``TraceBackend`` that keeps the recent dispatches of every thread in
+/// memory — no LTTng, no session daemon, no privileges — and writes them out on request as a CTF trace in LTTng's
+/// `katana:*` layout, which `katana-trace`, babeltrace2 and Trace Compass read.
+///
+/// Each thread records into a ring buffer of its own, with no lock and no system call but the clock; a dump copies
+/// the rings while they keep recording (what a thread overwrites during the copy is left out).
+public final class FlightRecorder: TransitionTraceBackend, Sendable {
+    /// The process's recorder (the rings are per process).
+    public static let shared = FlightRecorder()
+
+    private init() {}
+
+    /// Sets the memory the recorder may use: `totalBytes` in all, `bytesPerThread` per thread (threads past the
+    /// total record nothing, counted in ``counts``). Call it before the first event; later calls change nothing.
+    public static func configure(totalBytes: Int = 16 << 20, bytesPerThread: Int = 256 << 10) {
+        katana_fr_configure(max(0, totalBytes), max(0, bytesPerThread))
+    }
+
+    /// Events recorded so far, and events lost because every ring was taken.
+    public var counts: (recorded: UInt64, discarded: UInt64) {
+        var recorded: UInt64 = 0, discarded: UInt64 = 0
+        katana_fr_counts(&recorded, &discarded)
+        return (recorded, discarded)
+    }
+
+    /// Why a dump failed: one line.
+    public struct DumpError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Writes the recent events as a CTF trace into the folder `path` (created if needed; it must not hold a trace
+    /// already). Recording goes on meanwhile. Returns the number of events written.
+    @discardableResult
+    public func dump(to path: String) throws(DumpError) -> UInt64 {
+        var written: UInt64 = 0
+        var error = [CChar](repeating: 0, count: 512)
+        guard katana_fr_dump(path, &written, &error, error.count) == 0 else {
+            throw DumpError(description: String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        return written
+    }
+
+    public var isEnabled: Bool { true }
+    public var combinesInlineUpdaters: Bool { true }
+
+    public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {
+        katana_fr_record(UInt8(KATANA_FR_ENQUEUE), 0, event.id, event.parentID, event.name.cString, 0,
+                         event.queueDepth, event.kind.rawValue, event.lane.rawValue, 0)
+    }
+
+    public func dispatchBegin(_ event: DispatchBeginEvent) {
+        katana_fr_record(UInt8(KATANA_FR_BEGIN), 0, event.id, event.parentID, event.name.cString, 0,
+                         event.parallelism, event.kind.rawValue, event.lane.rawValue, 0)
+    }
+
+    public func dispatchEnd(_ event: DispatchEndEvent) {
+        katana_fr_record(UInt8(KATANA_FR_END), 0, event.id, 0, event.name.cString, 0, 0, event.kind.rawValue,
+                         event.lane.rawValue, event.outcome.rawValue)
+    }
+
+    public func updaterInline(_ event: UpdaterInlineEvent) {
+        katana_fr_record(UInt8(KATANA_FR_INLINE), 0, event.id, event.parentID, event.name.cString,
+                         event.durationNanoseconds, event.parallelism, 0, 0, event.outcome.rawValue)
+    }
+
+    public func budgetExceeded(_ event: BudgetExceededEvent) {
+        katana_fr_record(UInt8(KATANA_FR_BUDGET), 0, event.id, event.actualNanoseconds, event.name.cString,
+                         event.budgetNanoseconds, 0, event.kind.rawValue, 0, 0)
+    }
+
+    public func storeReady(storeID: UInt64, stateType: TraceName) {
+        katana_fr_record(UInt8(KATANA_FR_STORE_READY), 0, storeID, 0, stateType.cString, 0, 0, 0, 0, 0)
+    }
+
+    public func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32) {
+        katana_fr_record(UInt8(KATANA_FR_LISTENERS_NOTIFIED), 0, storeID, 0, nil, UInt64(changes), listeners, 0, 0, 0)
+    }
+
+    public func intervalBegin(intervalID: UInt64, parentID: UInt64, name: StaticString) {
+        katana_fr_record(UInt8(KATANA_FR_INTERVAL_BEGIN), 0, intervalID, parentID, Self.text(name), 0, 0, 0, 0, 0)
+    }
+
+    public func intervalEnd(intervalID: UInt64, name: StaticString, outcome: DispatchOutcome) {
+        katana_fr_record(UInt8(KATANA_FR_INTERVAL_END), 0, intervalID, 0, Self.text(name), 0, 0, 0, 0, outcome.rawValue)
+    }
+
+    public func transitionBegin(transitionID: UInt64, name: TraceName) {
+        katana_fr_record(UInt8(KATANA_FR_TRANSITION_BEGIN), 0, transitionID, 0, name.cString, 0, 0, 0, 0, 0)
+    }
+
+    public func transitionEnd(transitionID: UInt64, name: TraceName, outcome: DispatchOutcome) {
+        katana_fr_record(UInt8(KATANA_FR_TRANSITION_END), 0, transitionID, 0, name.cString, 0, 0, 0, 0, outcome.rawValue)
+    }
+
+    /// A static string's text for the rings: the interned name (a literal's storage lives for good, but only
+    /// interned names are NUL-terminated for sure).
+    private static func text(_ name: StaticString) -> UnsafePointer<CChar> {
+        TraceName(name.description).cString
+    }
+}
