@@ -95,6 +95,7 @@ let package = Package(
             dependencies: [
                 "Katana",
                 "KatanaTrace",
+                "KatanaFlightRecorder",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Histogram
 import Katana
+import KatanaFlightRecorder
 import KatanaTrace
 
 /// The Store's per-dispatch costs, measured the way the core issue's budget states them: one producer, one
@@ -36,9 +37,11 @@ struct Micro: AsyncParsableCommand {
         /// `KatanaTracing.backend`: LTTng when the provider is linked (the katana-bench executable), else no-op.
         case `default`
         case lttng, none
+        /// Katana's in-process flight recorder (`KatanaFlightRecorder`): per-thread rings, no LTTng.
+        case flightRecorder = "flight-recorder"
     }
 
-    @Option(name: .long, help: "Trace backend: default (LTTng when compiled in), lttng, none.")
+    @Option(name: .long, help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder.")
     var backend: Backend = .default
 
     @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the budget).")
@@ -64,6 +67,7 @@ struct Micro: AsyncParsableCommand {
         case .default: KatanaTracing.backend
         case .lttng: try LinkedLTTng.require()
         case .none: NoOpTraceBackend()
+        case .flightRecorder: FlightRecorder.shared
         }
         if self.backend != .none {
             FileHandle.standardError.write(Data("tracing: \(type(of: backend)), LTTng provider linked: \(LinkedLTTng.backend != nil), session listening: \(backend.isEnabled)\n".utf8))

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Glibc
 import Katana
+import KatanaFlightRecorder
 import KatanaTrace
 import Synchronization
 
@@ -75,7 +76,7 @@ struct Run: AsyncParsableCommand {
     var stallEvery: Double?
     @Option(parsing: .unconditional, help: "Length of an injected stall, ms.")
     var stallMs: Double = 50
-    @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none.")
+    @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder.")
     var traceBackend: Micro.Backend = .default
     @Option(name: .customLong("repeat"), parsing: .unconditional, help: "Independent repetitions (each a fresh store, warm-up and measured phase); --json keeps each one's figures so `compare` can test significance (use 5 or more).")
     var repetitions: Int = 1
@@ -143,7 +144,7 @@ struct Run: AsyncParsableCommand {
             _ = try Run.baselineHistograms(baseline)
         }
         if traceDirectory != nil {
-            guard traceBackend != .none else { throw ValidationError("--trace records the LTTng events of the run: it cannot be combined with --trace-backend none") }
+            guard traceBackend != .none, traceBackend != .flightRecorder else { throw ValidationError("--trace records the LTTng events of the run: it cannot be combined with --trace-backend none or flight-recorder") }
             _ = try LinkedLTTng.require()
         }
     }
@@ -257,6 +258,7 @@ struct Run: AsyncParsableCommand {
         case .default: KatanaTracing.backend
         case .lttng: try LinkedLTTng.require()
         case .none: NoOpTraceBackend()
+        case .flightRecorder: FlightRecorder.shared
         }
         let scenario = selected
         let workers = scenario.workersFromProducers ? producers : concurrency

@@ -1,4 +1,4 @@
-import CKatanaFlightRecorder
+internal import CKatanaFlightRecorder
 import Foundation
 import KatanaTrace
 
