@@ -31,7 +31,8 @@ typedef struct {
 #define MAX_RINGS 4096
 static ring *rings[MAX_RINGS];
 static _Atomic size_t ring_count;
-static size_t ring_limit = 64, ring_records = 1 << 12;
+/* Unconfigured: what katana_fr_configure(16 MiB, 256 KiB) gives (FlightRecorder.configure's defaults). */
+static size_t ring_limit = 85, ring_records = 1 << 12;
 static _Atomic uint64_t discarded_events;
 static pthread_mutex_t rings_lock = PTHREAD_MUTEX_INITIALIZER;
 static int configured;

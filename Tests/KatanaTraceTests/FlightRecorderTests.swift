@@ -9,7 +9,9 @@ import Testing
 /// `katana-trace` (and babeltrace2) read. Serialized, with rings that hold every test's events: `check` then finds
 /// every dispatch of a dump whole (none in flight, none cut by a ring's wrap).
 @Suite(.serialized) struct FlightRecorderTests {
-    init() { FlightRecorder.configure(totalBytes: 64 << 20, bytesPerThread: 4 << 20) }
+    init() {
+        FlightRecorder.configure(totalBytes: 64 << 20, bytesPerThread: 4 << 20)
+    }
 
     @Test func aDumpIsATraceTheToolkitReadsWithEveryDispatchWhole() async throws {
         let store = TraceStore(interceptors: [], stateInitializer: { TraceState() },
