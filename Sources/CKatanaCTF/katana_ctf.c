@@ -2466,14 +2466,19 @@ static void sift(stream **h, size_t n, size_t i) {
     }
 }
 
+/* The labels the analysis compares with, by id (whichever reader hands it the events). */
+static void intern_labels(void) {
+    side_effect_label = intern("side_effect", 11);
+    state_updater_label = intern("state_updater", 13);
+    inline_queue_label = intern("updater_inline", 14);
+}
+
 /* Finds the traces under `root` and hands every event of them to `each`, merged by timestamp. */
 static void read_all(const char *root, void (*each)(const stream *s, void *context), void *context) {
     trace_root = root;
     struct stat st;
     if (stat(trace_root, &st) != 0 || !S_ISDIR(st.st_mode)) fail("not a directory");
-    side_effect_label = intern("side_effect", 11);
-    state_updater_label = intern("state_updater", 13);
-    inline_queue_label = intern("updater_inline", 14);
+    intern_labels();
     find_traces(trace_root, 0);
     if (!trace_count) fail("no metadata file in it");
 
@@ -2546,7 +2551,7 @@ static void deliver_event(const stream *s, void *context) {
         e.id = get_uint(s, F_ID);
         e.name_id = get_string_repeating(s, F_NAME, &reading->names[ec->role]);
         if (ec->role != EV_INLINE) e.kind_id = get_label(s, F_KIND);
-        else e.kind_id = state_updater_label ? state_updater_label : (state_updater_label = intern("state_updater", 13));
+        else e.kind_id = state_updater_label;  /* interned by read_all before any event */
         break;
     case EV_INTERVAL_BEGIN: case EV_INTERVAL_END:
         e.id = get_uint(s, F_INTERVAL_ID);
@@ -2684,9 +2689,7 @@ int katana_ctf_analysis_begin(const char *root, const katana_ctf_options *given,
     failure_declined = 0;
     take_options(given);
     reader_name = "babeltrace2";
-    side_effect_label = intern("side_effect", 11);
-    state_updater_label = intern("state_updater", 13);
-    inline_queue_label = intern("updater_inline", 14);
+    intern_labels();
     failure_jump = NULL;
     return 0;
 }

@@ -20,13 +20,13 @@ enum Babeltrace2Reader {
                      _ body: (TraceEvent) -> Void)
         throws(TraceToolkitError) -> UInt64
     {
-        guard let babeltrace = executable("babeltrace2") else {
+        guard let babeltrace = Recorder.which("babeltrace2") else {
             throw TraceToolkitError("\(declined); babeltrace2 reads such traces: \(installHint)")
         }
         FileHandle.standardError.write(Data("katana-trace: note: reading with babeltrace2 (slower): \(declined)\n".utf8))
         // babeltrace2's convert command takes no `--`: a path that looks like an option gets a `./`.
         var arguments = [babeltrace, "--clock-seconds", "--no-delta", trace.hasPrefix("-") ? "./" + trace : trace]
-        if let setpriv = executable("setpriv") { arguments = [setpriv, "--pdeathsig", "KILL", "--"] + arguments }
+        if let setpriv = Recorder.which("setpriv") { arguments = [setpriv, "--pdeathsig", "KILL", "--"] + arguments }
         let child = try Child(arguments)
         defer { child.stop() }
         var parser = LineParser(trace: trace, payload: payload)
@@ -69,16 +69,6 @@ enum Babeltrace2Reader {
         }
         if parser.events == 0 { throw TraceToolkitError("\(trace): no katana events") }
         return discarded
-    }
-
-    /// `name` on the PATH, or nil.
-    static func executable(_ name: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        for directory in path.split(separator: ":") where !directory.isEmpty {
-            let candidate = "\(directory)/\(name)"
-            if access(candidate, X_OK) == 0 { return candidate }
-        }
-        return nil
     }
 
     /// `WARNING: Tracer discarded N event(s) …` → N.

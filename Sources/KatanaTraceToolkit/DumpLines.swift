@@ -33,11 +33,7 @@ public struct DumpLines {
                                "vtid"]
 
     /// `"key": `
-    private static func keyLiteral(_ key: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.appendJSONString(key)
-        return bytes + Array(": ".utf8)
-    }
+    private static func keyLiteral(_ key: String) -> [UInt8] { [UInt8](jsonString: key) + Array(": ".utf8) }
 
     /// The reader's strings as JSON literals, by their id (dense): each is escaped once.
     private var literals: [[UInt8]?] = []
@@ -50,19 +46,17 @@ public struct DumpLines {
 
     private mutating func literal(_ id: UInt32, _ text: String) {
         let index = Int(id)
-        guard index > 0 else { return out.appendJSONString(text) }
+        guard index > 0 else { return out.append([UInt8](jsonString: text)) }
         if index < literals.count, let known = literals[index] { return out.append(known) }
         if index >= literals.count { literals += Array(repeating: nil, count: max(index + 1 - literals.count, 64)) }
-        var bytes: [UInt8] = []
-        bytes.appendJSONString(text)
+        let bytes = [UInt8](jsonString: text)
         literals[index] = bytes
         out.append(bytes)
     }
 
     private mutating func eventLiteral(_ text: String) {
         if let known = eventLiterals[text] { return out.append(known) }
-        var bytes: [UInt8] = []
-        bytes.appendJSONString(text)
+        let bytes = [UInt8](jsonString: text)
         eventLiterals[text] = bytes
         out.append(bytes)
     }
@@ -92,7 +86,7 @@ public struct DumpLines {
             switch pending[next].value {
             case .signed(let value): out.append(value)
             case .unsigned(let value): out.append(value)
-            case .text(let text): out.appendJSONString(text)
+            case .text(let text): out.append([UInt8](jsonString: text))  // rare: payload strings
             }
             next += 1
         }
@@ -168,6 +162,12 @@ private final class RawBytes {
 }
 
 extension [UInt8] {
+    /// `text` as a JSON string literal.
+    init(jsonString text: String) {
+        self = []
+        appendJSONString(text)
+    }
+
     /// Appends `text` as a JSON string literal: quotes, backslashes and control characters escaped.
     mutating func appendJSONString(_ text: String) {
         let hex = Array("0123456789abcdef".utf8)

@@ -76,6 +76,21 @@ public struct TraceEvent: Sendable {
     public var isSideEffect: Bool { kind == "side_effect" }
 }
 
+extension TraceEvent.Role {
+    /// The C reader's roles (`KATANA_CTF_OTHER` … `KATANA_CTF_INLINE`, in that order), one table both ways.
+    private static let byCTF: [TraceEvent.Role] = [
+        .other, .enqueue, .begin, .end, .budgetExceeded, .intervalBegin, .intervalEnd, .transitionBegin,
+        .transitionEnd, .updaterInline,
+    ]
+
+    init(ctf raw: Int32) {
+        self = Self.byCTF.indices.contains(Int(raw)) ? Self.byCTF[Int(raw)] : .other
+    }
+
+    /// The role's `KATANA_CTF_*` value.
+    var ctf: Int32 { Int32(Self.byCTF.firstIndex(of: self) ?? 0) }
+}
+
 /// Progress on standard error, for a person: events read, their rate and the share of the trace's bytes read, on
 /// one line rewritten in place. Only when standard error is a terminal (a log or a pipe gets nothing).
 final class ProgressLine {
@@ -133,7 +148,7 @@ public enum EventStream {
                 }, Unmanaged.passUnretained(reading).toOpaque(), &discarded, &error, error.count)
             }
             reading.progress?.end()
-            let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let message = NativeReader.message(error)
             if status == 4 {
                 return try Babeltrace2Reader.read(trace: trace, declined: message, progress: label, payload: payload, body)
             }
@@ -176,20 +191,7 @@ public enum EventStream {
             return made
         }
 
-        static func role(_ raw: Int32) -> TraceEvent.Role {
-            switch Int(raw) {
-            case Int(KATANA_CTF_ENQUEUE): .enqueue
-            case Int(KATANA_CTF_BEGIN): .begin
-            case Int(KATANA_CTF_END): .end
-            case Int(KATANA_CTF_BUDGET): .budgetExceeded
-            case Int(KATANA_CTF_INTERVAL_BEGIN): .intervalBegin
-            case Int(KATANA_CTF_INTERVAL_END): .intervalEnd
-            case Int(KATANA_CTF_TRANSITION_BEGIN): .transitionBegin
-            case Int(KATANA_CTF_TRANSITION_END): .transitionEnd
-            case Int(KATANA_CTF_INLINE): .updaterInline
-            default: .other
-            }
-        }
+        static func role(_ raw: Int32) -> TraceEvent.Role { TraceEvent.Role(ctf: raw) }
 
         func take(_ raw: katana_ctf_event) {
             events += 1

@@ -133,22 +133,28 @@ public final class IntegrityCheck {
 
     private func finish(_ id: UInt64, _ entry: Open) {
         let (a, b, c) = entry.stages
-        let all = [a, b, c].prefix(entry.count)
+        // The usual dispatch — enqueue, begin, end, once each and in time order — is checked without an array.
+        if entry.count == 3 && a.stage == 0 && b.stage == 1 && c.stage == 2 && a.time <= b.time && b.time <= c.time {
+            return agree(id, a, b, c)
+        }
         // In time order; at one instant, in stage order; then as read.
-        let seen = entry.count == 3 && a.stage == 0 && b.stage == 1 && c.stage == 2 && a.time <= b.time && b.time <= c.time
-            ? Array(all)
-            : all.enumerated().sorted { ($0.element.time, $0.element.stage, $0.offset) < ($1.element.time, $1.element.stage, $1.offset) }
-                .map(\.element)
+        let seen = [a, b, c].prefix(entry.count).enumerated()
+            .sorted { ($0.element.time, $0.element.stage, $0.offset) < ($1.element.time, $1.element.stage, $1.offset) }
+            .map(\.element)
         guard seen.map(\.stage) == [0, 1, 2] else {
             let names = seen.map { "'\(Self.stageNames[Int($0.stage)])'" }.joined(separator: ", ")
             report.problems.append("id \(id): events [\(names)], expected enqueue, begin, end once each in that order")
             return
         }
-        if !(seen[0].kind == seen[1].kind && seen[1].kind == seen[2].kind && seen[0].name == seen[1].name
-             && seen[1].name == seen[2].name) {
+        agree(id, seen[0], seen[1], seen[2])
+    }
+
+    /// Enqueue, begin and end name the same kind and type; enqueue and begin the same parent.
+    private func agree(_ id: UInt64, _ enqueue: Stage, _ begin: Stage, _ end: Stage) {
+        if !(enqueue.kind == begin.kind && begin.kind == end.kind && enqueue.name == begin.name && begin.name == end.name) {
             report.problems.append("id \(id): kind or name differs between its events")
         }
-        if seen[0].parentID != seen[1].parentID {
+        if enqueue.parentID != begin.parentID {
             report.problems.append("id \(id): parent_id differs between enqueue and begin")
         }
     }

@@ -92,19 +92,7 @@ extension TraceEvent {
     /// The event as the C reader's struct, its strings valid during `body`.
     func withCEvent<R>(_ body: (UnsafePointer<katana_ctf_event>) -> R) -> R {
         var raw = katana_ctf_event()
-        let kind: Int = switch role {
-        case .enqueue: Int(KATANA_CTF_ENQUEUE)
-        case .begin: Int(KATANA_CTF_BEGIN)
-        case .end: Int(KATANA_CTF_END)
-        case .budgetExceeded: Int(KATANA_CTF_BUDGET)
-        case .intervalBegin: Int(KATANA_CTF_INTERVAL_BEGIN)
-        case .intervalEnd: Int(KATANA_CTF_INTERVAL_END)
-        case .transitionBegin: Int(KATANA_CTF_TRANSITION_BEGIN)
-        case .transitionEnd: Int(KATANA_CTF_TRANSITION_END)
-        case .updaterInline: Int(KATANA_CTF_INLINE)
-        case .other: Int(KATANA_CTF_OTHER)
-        }
-        raw.role = Int32(kind)
+        raw.role = role.ctf
         raw.timestamp_ns = timestamp
         raw.id = id
         raw.parent_id = parentID ?? 0
@@ -118,29 +106,17 @@ extension TraceEvent {
         raw.has_vpid = vpid == nil ? 0 : 1
         raw.vtid = vtid ?? 0
         raw.has_vtid = vtid == nil ? 0 : 1
-        return event.withCString { event in
-            withOptionalCString(name) { name in
-                withOptionalCString(self.kind) { kindText in
-                    withOptionalCString(queue) { queue in
-                        withOptionalCString(outcome) { outcome in
-                            withOptionalCString(procname) { procname in
-                                raw.event = event
-                                raw.name = name
-                                raw.kind = kindText
-                                raw.queue = queue
-                                raw.outcome = outcome
-                                raw.procname = procname
-                                return withUnsafePointer(to: &raw, body)
-                            }
-                        }
-                    }
-                }
-            }
+        // The strings, NUL-terminated, in one buffer the struct points into.
+        var texts: [CChar] = []
+        let offsets = [event, name, kind, queue, outcome, procname].map { text -> Int? in
+            guard let text else { return nil }
+            defer { texts += text.utf8CString }
+            return texts.count
+        }
+        return texts.withUnsafeBufferPointer { buffer in
+            let at = offsets.map { offset in offset.map { UnsafePointer(buffer.baseAddress! + $0) } }
+            (raw.event, raw.name, raw.kind, raw.queue, raw.outcome, raw.procname) = (at[0], at[1], at[2], at[3], at[4], at[5])
+            return withUnsafePointer(to: &raw, body)
         }
     }
-}
-
-private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
-    guard let text else { return body(nil) }
-    return text.withCString(body)
 }

@@ -94,35 +94,6 @@ final class TextBuffer {
         append(value.magnitude)
     }
 
-    /// `text` as a JSON string literal: quotes, backslashes and control characters escaped.
-    func appendJSONString(_ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            reserve(bytes.count * 6 + 2)
-            base[count] = UInt8(ascii: "\"")
-            count += 1
-            for byte in bytes {
-                switch byte {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                    base[count] = UInt8(ascii: "\\")
-                    base[count + 1] = byte
-                    count += 2
-                case 0..<0x20:
-                    let hex = Array("0123456789abcdef".utf8)
-                    for (offset, digit) in Array("\\u00".utf8).enumerated() { base[count + offset] = digit }
-                    base[count + 4] = hex[Int(byte >> 4)]
-                    base[count + 5] = hex[Int(byte & 15)]
-                    count += 6
-                default:
-                    base[count] = byte
-                    count += 1
-                }
-            }
-            base[count] = UInt8(ascii: "\"")
-            count += 1
-        }
-    }
-
     /// Writes what is buffered to `descriptor` and empties the buffer; a descriptor that takes no more (a closed
     /// pipe) ends the writing quietly.
     func drain(to descriptor: Int32) {

@@ -442,14 +442,7 @@ extension LTTngRecordingTests {
     /// with it, and records — it once printed `trace: DIR` over an empty folder. Reachable only where this process
     /// owns the only daemon (always under CI), since it must stop it first.
     @Test func traceStartsASessionDaemonWhenNoneRunsAndRecords() async throws {
-        try LTTngEnvironment.ensureSessiond()
-        guard let owned = LTTngEnvironment.ownedSessiond, LTTngEnvironment.sessiondPIDs() == [owned] else {
-            #expect(!LTTngEnvironment.underCI, "under CI the suite owns the only session daemon")
-            return
-        }
-        // The waits and runs below take seconds: off the cooperative pool, which the other suites need meanwhile.
-        let stopped = try await offThePool { Self.stopOwnedSessiond(also: nil) }
-        try #require(stopped, "the session daemon did not stop")
+        guard try await Self.stopTheOnlySessiond() else { return }
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-nodaemon-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -478,13 +471,7 @@ extension LTTngRecordingTests {
     /// Reachable only where this process owns the only daemon (always under CI), since it must stop it first.
     @Test(arguments: [false, true])
     func katanaTraceRecordStopsTheSessionDaemonItStarted(killed: Bool) async throws {
-        try LTTngEnvironment.ensureSessiond()
-        guard let owned = LTTngEnvironment.ownedSessiond, LTTngEnvironment.sessiondPIDs() == [owned] else {
-            #expect(!LTTngEnvironment.underCI, "under CI the suite owns the only session daemon")
-            return
-        }
-        let stopped = try await offThePool { Self.stopOwnedSessiond(also: nil) }
-        try #require(stopped, "the session daemon did not stop")
+        guard try await Self.stopTheOnlySessiond() else { return }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-nodaemon-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let recorder = Process()
@@ -524,6 +511,20 @@ extension LTTngRecordingTests {
             let checked = try await KatanaTrace.run(["check", directory.path])
             #expect(checked.status == 0 && checked.out.contains("\"dispatches\": 501"), "\(checked.out)\(checked.err)")
         }
+    }
+
+    /// For a test that needs no session daemon running: stops the suite's own when it is the only one (always under
+    /// CI) and returns true; returns false when another runs (outside CI: someone else's must not be stopped).
+    static func stopTheOnlySessiond() async throws -> Bool {
+        try LTTngEnvironment.ensureSessiond()
+        guard let owned = LTTngEnvironment.ownedSessiond, LTTngEnvironment.sessiondPIDs() == [owned] else {
+            #expect(!LTTngEnvironment.underCI, "under CI the suite owns the only session daemon")
+            return false
+        }
+        // The waits below take seconds: off the cooperative pool, which the other suites need meanwhile.
+        let stopped = try await offThePool { Self.stopOwnedSessiond(also: nil) }
+        try #require(stopped, "the session daemon did not stop")
+        return true
     }
 
     /// Stops the session daemon this process owns (or `other`, when given) with everything under it, and waits up
