@@ -55,7 +55,7 @@ let package = Package(
             name: "KatanaLTTng",
             dependencies: ["KatanaTrace", "CLTTng"]
         ),
-        .target(name: "CKatanaFlightRecorder"),
+        .target(name: "CKatanaFlightRecorder", dependencies: ["CKatanaTraceProvider"]),
         .target(
             name: "KatanaFlightRecorder",
             dependencies: ["KatanaTrace", "CKatanaFlightRecorder"]
@@ -96,6 +96,7 @@ let package = Package(
                 "Katana",
                 "KatanaTrace",
                 "KatanaFlightRecorder",
+                "CKatanaTraceProvider",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),

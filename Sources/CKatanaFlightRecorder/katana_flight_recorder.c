@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "katana_flight_recorder.h"
+#include "CKatanaTraceProvider.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,14 +19,24 @@
 
 /* A record is six 64-bit words: timestamp, id, parent, a, name, and b | event << 32 | kind << 40 | queue << 48 |
    outcome << 56. Words are stored and loaded with relaxed atomics (plain moves on x86-64 and arm64): a dump may
-   copy a slot while its thread overwrites it, and that copy is then discarded (see `copy_ring`). */
+   copy a slot while its thread overwrites it, and that copy is then discarded (see `copy_ring`).
+   Timestamps are `katana_duration_start` tokens — a tick count in one instruction once the provider's clock is
+   calibrated, CLOCK_MONOTONIC nanoseconds before — converted to nanoseconds only when a dump writes them. */
 #define WORDS 6
+
+/* An inline updater recorded with its start token in `a` (its duration is worked out at dump time, from the same
+   tick reads): written as updater_inline. */
+#define KATANA_FR_INLINE_SINCE 0x7f
 
 typedef struct {
     _Atomic uint64_t head; /* records written so far; slot = head & mask */
     uint64_t mask;
     _Atomic uint64_t *words;
-    int32_t tid;
+    /* The owner: its thread id, and the first record it wrote (a ring whose thread ended is handed to a new
+       thread only when every ring is taken; the old thread's records are then no longer dumped). */
+    _Atomic int32_t tid;
+    _Atomic uint64_t owner_from;
+    _Atomic uint64_t ended; /* 0 while its thread lives, else the order in which it ended */
 } ring;
 
 #define MAX_RINGS 4096
@@ -36,7 +47,34 @@ static size_t ring_limit = 85, ring_records = 1 << 12;
 static _Atomic uint64_t discarded_events;
 static pthread_mutex_t rings_lock = PTHREAD_MUTEX_INITIALIZER;
 static int configured;
+static uint64_t threads_ended; /* rings_lock */
 static __thread ring *current;
+static __thread int thread_ended;
+static pthread_key_t ring_key;
+static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
+
+/* The first clock pair (ticks, nanoseconds), taken with the first ring: with a dump's own pair, the tick rate over
+   the whole recording. */
+static uint64_t base_ticks, base_ns;
+
+static uint64_t monotonic_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A tick count and the monotonic time at the same moment (the tightest of a few tries). */
+static void clock_pair(uint64_t *ticks, uint64_t *ns) {
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        uint64_t before = katana_ticks(), at = monotonic_now(), after = katana_ticks();
+        if (after - before < best) {
+            best = after - before;
+            *ticks = before + (after - before) / 2;
+            *ns = at;
+        }
+    }
+}
 
 void katana_fr_configure(size_t total_bytes, size_t ring_bytes) {
     pthread_mutex_lock(&rings_lock);
@@ -52,55 +90,117 @@ void katana_fr_configure(size_t total_bytes, size_t ring_bytes) {
     pthread_mutex_unlock(&rings_lock);
 }
 
-/* The calling thread's ring, made on its first event; NULL when every ring is taken. Rings live as long as the
-   process: a thread that ended still has its recent events dumped. */
+/* A thread ends: its ring keeps its records (dumped as before) and becomes the first a new thread may take. */
+static void thread_exit(void *value) {
+    ring *r = value;
+    pthread_mutex_lock(&rings_lock);
+    atomic_store_explicit(&r->ended, ++threads_ended, memory_order_release);
+    pthread_mutex_unlock(&rings_lock);
+    current = NULL;
+    thread_ended = 1; /* anything it records from now on (later destructors) is counted as discarded */
+}
+
+static void make_key(void) { pthread_key_create(&ring_key, thread_exit); }
+
+/* The calling thread's ring, made on its first event — or, with every ring taken, the ring of the thread that ended
+   first; NULL when none is free. */
 static ring *attach(void) {
+    if (thread_ended) return NULL;
+    pthread_once(&ring_key_once, make_key);
+    int32_t tid = (int32_t)syscall(SYS_gettid);
     pthread_mutex_lock(&rings_lock);
     configured = 1;
     ring *r = NULL;
     size_t count = atomic_load_explicit(&ring_count, memory_order_relaxed);
+    if (count == 0) clock_pair(&base_ticks, &base_ns);
     if (count < ring_limit) {
         r = calloc(1, sizeof *r);
         _Atomic uint64_t *words = r ? calloc(ring_records * WORDS, sizeof *words) : NULL;
         if (words) {
             r->words = words;
             r->mask = ring_records - 1;
-            r->tid = (int32_t)syscall(SYS_gettid);
+            atomic_store_explicit(&r->tid, tid, memory_order_relaxed);
             rings[count] = r;
             atomic_store_explicit(&ring_count, count + 1, memory_order_release);
         } else {
             free(r);
             r = NULL;
         }
+    } else {
+        uint64_t oldest = 0;
+        for (size_t i = 0; i < count; i++) {
+            uint64_t ended = atomic_load_explicit(&rings[i]->ended, memory_order_relaxed);
+            if (ended && (!oldest || ended < oldest)) { oldest = ended; r = rings[i]; }
+        }
+        if (r) {
+            /* The new owner goes on from the old one's head; a dump tells the two apart by `owner_from`. */
+            atomic_store_explicit(&r->owner_from, atomic_load_explicit(&r->head, memory_order_relaxed), memory_order_release);
+            atomic_store_explicit(&r->tid, tid, memory_order_release);
+            atomic_store_explicit(&r->ended, 0, memory_order_release);
+        }
     }
     pthread_mutex_unlock(&rings_lock);
+    if (r) pthread_setspecific(ring_key, r);
     current = r;
     return r;
 }
 
-static uint64_t now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, const char *name, uint64_t a,
-                      uint32_t b, uint8_t kind, uint8_t queue, uint8_t outcome) {
-    ring *r = current;
-    if (__builtin_expect(r == NULL, 0) && (r = attach()) == NULL) {
-        atomic_fetch_add_explicit(&discarded_events, 1, memory_order_relaxed);
-        return;
-    }
+static inline void put_record(ring *r, uint64_t ts, uint64_t id, uint64_t parent, uint64_t a, const char *name,
+                              uint64_t last) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     _Atomic uint64_t *w = r->words + (h & r->mask) * WORDS;
-    atomic_store_explicit(&w[0], at ? at : now(), memory_order_relaxed);
+    atomic_store_explicit(&w[0], ts, memory_order_relaxed);
     atomic_store_explicit(&w[1], id, memory_order_relaxed);
     atomic_store_explicit(&w[2], parent, memory_order_relaxed);
     atomic_store_explicit(&w[3], a, memory_order_relaxed);
     atomic_store_explicit(&w[4], (uint64_t)(uintptr_t)name, memory_order_relaxed);
-    atomic_store_explicit(&w[5], (uint64_t)b | (uint64_t)event << 32 | (uint64_t)kind << 40 | (uint64_t)queue << 48 |
-                                     (uint64_t)outcome << 56, memory_order_relaxed);
+    atomic_store_explicit(&w[5], last, memory_order_relaxed);
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
+}
+
+static ring *ring_or_discard(void) {
+    ring *r = current;
+    if (__builtin_expect(r == NULL, 0) && (r = attach()) == NULL)
+        atomic_fetch_add_explicit(&discarded_events, 1, memory_order_relaxed);
+    return r;
+}
+
+void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, const char *name, uint64_t a,
+                      uint32_t b, uint8_t kind, uint8_t queue, uint8_t outcome) {
+    ring *r = ring_or_discard();
+    if (!r) return;
+    put_record(r, at ? at : katana_duration_start(), id, parent, a, name,
+               (uint64_t)b | (uint64_t)event << 32 | (uint64_t)kind << 40 | (uint64_t)queue << 48 |
+                   (uint64_t)outcome << 56);
+}
+
+void katana_fr_updater_inline_since(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
+                                    uint64_t started, uint8_t outcome) {
+    ring *r = ring_or_discard();
+    if (!r) return;
+    put_record(r, katana_duration_start(), id, parent, started, name,
+               (uint64_t)parallelism | (uint64_t)KATANA_FR_INLINE_SINCE << 32 | (uint64_t)outcome << 56);
+}
+
+int katana_fr_enabled(void) { return 1; }
+
+/* The floor of a recorded inline updater: what it cannot do without — its two clock reads (start and end) and one
+   record stored into a ring of this thread's — on a ring of its own, so the recorder's rings are left alone. */
+static __thread ring *floor_ring;
+static __thread ring floor_scratch;
+static __thread _Atomic uint64_t floor_words[64 * WORDS];
+
+uint64_t katana_fr_floor(uint64_t count) {
+    floor_scratch.mask = 63;
+    floor_scratch.words = floor_words;
+    floor_ring = &floor_scratch;
+    uint64_t start = monotonic_now();
+    for (uint64_t i = 0; i < count; i++) {
+        ring *volatile *slot = &floor_ring;
+        uint64_t began = katana_duration_start();
+        put_record(*slot, katana_duration_start(), i, 0, began, "floor", (uint64_t)KATANA_FR_INLINE_SINCE << 32);
+    }
+    return monotonic_now() - start;
 }
 
 void katana_fr_counts(uint64_t *recorded, uint64_t *discarded) {
@@ -118,12 +218,42 @@ typedef struct {
     uint8_t event, kind, queue, outcome;
 } record;
 
-/* The ring's recent records, oldest first, into `out` (room for the ring's size); returns how many. Records the
-   thread overwrote while they were copied (and the slot it may be writing) are left out. */
-static size_t copy_ring(ring *r, record *out, uint64_t *lost) {
+/* Timestamp tokens to monotonic nanoseconds: ticks through the rate between the first ring's clock pair and the
+   dump's (the provider's calibrated rate when the two are too close to measure it); nanosecond tokens as they are. */
+typedef struct {
+    uint64_t ticks, ns;
+    double per_tick;
+} clock_map;
+
+static clock_map dump_clock(void) {
+    clock_map map = {0, 0, 0};
+    clock_pair(&map.ticks, &map.ns);
+    uint64_t bits = __atomic_load_n(&katana_ns_per_tick_bits, __ATOMIC_RELAXED);
+    memcpy(&map.per_tick, &bits, sizeof map.per_tick);
+    pthread_mutex_lock(&rings_lock);
+    uint64_t ticks0 = base_ticks, ns0 = base_ns;
+    pthread_mutex_unlock(&rings_lock);
+    if (map.ns > ns0 + 100000000u && map.ticks > ticks0) map.per_tick = (double)(map.ns - ns0) / (double)(map.ticks - ticks0);
+    return map;
+}
+
+static uint64_t to_ns(const clock_map *map, uint64_t token) {
+    if (!(token >> 63)) return token;
+    int64_t ago = (int64_t)(map->ticks - (token & ~(UINT64_C(1) << 63)));
+    double ns = (double)map->ns - (double)ago * map->per_tick;
+    return ns > 0 ? (uint64_t)ns : 0;
+}
+
+/* The ring's recent records of its present owner, oldest first, with nanosecond timestamps (never decreasing), into
+   `out` (room for the ring's size); returns how many, and the owner's thread id. Records the thread overwrote while
+   they were copied (and the slot it may be writing) are left out; so is the ring if a new thread took it meanwhile. */
+static size_t copy_ring(ring *r, const clock_map *map, record *out, int32_t *tid) {
     uint64_t size = r->mask + 1;
+    uint64_t owner = atomic_load_explicit(&r->owner_from, memory_order_acquire);
+    *tid = atomic_load_explicit(&r->tid, memory_order_acquire);
     uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire);
     uint64_t start = end > size ? end - size : 0;
+    if (start < owner) start = owner;
     uint64_t words[WORDS];
     size_t n = 0;
     for (uint64_t i = start; i < end; i++) {
@@ -136,13 +266,26 @@ static size_t copy_ring(ring *r, record *out, uint64_t *lost) {
     }
     atomic_thread_fence(memory_order_acquire);
     uint64_t after = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (atomic_load_explicit(&r->owner_from, memory_order_acquire) != owner) return 0;
     /* Slots of index ≤ after − size may have been rewritten during the copy. */
     uint64_t first_safe = after >= size ? after - size + 1 : 0;
     size_t skip = first_safe > start ? (size_t)(first_safe - start) : 0;
     if (skip > n) skip = n;
-    *lost = skip;
     memmove(out, out + skip, (n - skip) * sizeof *out);
-    return n - skip;
+    n -= skip;
+    uint64_t last = 0;
+    for (size_t i = 0; i < n; i++) {
+        record *x = &out[i];
+        uint64_t ts = to_ns(map, x->ts);
+        if (x->event == KATANA_FR_INLINE_SINCE) {
+            uint64_t began = to_ns(map, x->a);
+            x->a = ts > began ? ts - began : 0;
+            x->event = KATANA_FR_INLINE;
+        }
+        x->ts = ts < last ? last : ts;
+        last = x->ts;
+    }
+    return n;
 }
 
 /* ------------------------------------------------------------------------------------------------------------ CTF */
@@ -249,19 +392,24 @@ static int write_file(const char *dir, const char *name, const void *data, size_
         if (n <= 0) {
             int saved = errno;
             close(fd);
+            unlink(path);
             return fail(error, size, "cannot write %s: %s", path, n < 0 ? strerror(saved) : "no space");
         }
         p += n;
         length -= (size_t)n;
     }
-    if (close(fd) != 0) return fail(error, size, "cannot write %s: %s", path, strerror(errno));
+    if (close(fd) != 0) {
+        int saved = errno;
+        unlink(path);
+        return fail(error, size, "cannot write %s: %s", path, strerror(saved));
+    }
     return 0;
 }
 
 static void random_uuid(unsigned char uuid[16]) {
     FILE *f = fopen("/dev/urandom", "rb");
     if (!f || fread(uuid, 1, 16, f) != 16) {
-        uint64_t seed = now() ^ (uint64_t)getpid() << 32;
+        uint64_t seed = monotonic_now() ^ (uint64_t)getpid() << 32;
         for (int i = 0; i < 16; i++) { seed = seed * 6364136223846793005u + 1442695040888963407u; uuid[i] = (unsigned char)(seed >> 56); }
     }
     if (f) fclose(f);
@@ -274,12 +422,27 @@ static void uuid_text(const unsigned char u[16], char out[37]) {
              u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 }
 
+/* Removes what a failed dump wrote: its metadata, its stream files, and the folder if the dump made it. */
+static void undo(const char *dir, int created, size_t streams, const unsigned char *made) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metadata", dir);
+    unlink(path);
+    for (size_t i = 0; i < streams; i++) {
+        if (!made[i]) continue;
+        snprintf(path, sizeof path, "%s/katana_%zu", dir, i);
+        unlink(path);
+    }
+    if (created) rmdir(dir);
+}
+
 int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t error_size) {
     *written = 0;
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) return fail(error, error_size, "cannot create %s: %s", path, strerror(errno));
+    int created = mkdir(path, 0755) == 0;
+    if (!created && errno != EEXIST) return fail(error, error_size, "cannot create %s: %s", path, strerror(errno));
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/metadata", path);
     if (access(probe, F_OK) == 0) return fail(error, error_size, "%s already holds a trace", path);
+    clock_map map = dump_clock();
 
     unsigned char uuid[16];
     random_uuid(uuid);
@@ -325,16 +488,22 @@ int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t erro
     if (meta.failed) { free(meta.bytes); return fail(error, error_size, "out of memory"); }
     int status = write_file(path, "metadata", meta.bytes, meta.length, error, error_size);
     free(meta.bytes);
-    if (status) return status;
+    if (status) return undo(path, created, 0, NULL), status;
 
     size_t count = atomic_load_explicit(&ring_count, memory_order_acquire);
     record *records = count ? malloc(ring_records * sizeof(record)) : NULL;
-    if (count && !records) return fail(error, error_size, "out of memory");
+    unsigned char *made = count ? calloc(count, 1) : NULL;
+    if (count && (!records || !made)) {
+        free(records);
+        free(made);
+        undo(path, created, 0, NULL);
+        return fail(error, error_size, "out of memory");
+    }
     int32_t pid = (int32_t)getpid();
     buffer data = {0};
     for (size_t i = 0; i < count && status == 0; i++) {
-        uint64_t lost;
-        size_t taken = copy_ring(rings[i], records, &lost);
+        int32_t tid;
+        size_t taken = copy_ring(rings[i], &map, records, &tid);
         if (!taken) continue;
         data.length = 0;
         put32(&data, 0xC1FC1FC1);
@@ -353,7 +522,7 @@ int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t erro
             put32(&data, records[k].event);
             put64(&data, records[k].ts);
             put32(&data, (uint32_t)pid);
-            put32(&data, (uint32_t)rings[i]->tid);
+            put32(&data, (uint32_t)tid);
             put_payload(&data, &records[k]);
         }
         if (data.failed) { status = fail(error, error_size, "out of memory"); break; }
@@ -363,9 +532,12 @@ int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t erro
         char name[64];
         snprintf(name, sizeof name, "katana_%zu", i);
         status = write_file(path, name, data.bytes, data.length, error, error_size);
-        if (status == 0) *written += taken;
+        if (status == 0) *written += taken, made[i] = 1;
     }
     free(data.bytes);
     free(records);
+    /* A dump is whole or absent: a failed one (a full disk, say) leaves no partial trace for a tool to misread. */
+    if (status) undo(path, created, made ? count : 0, made);
+    free(made);
     return status;
 }

@@ -92,6 +92,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// A native provider's `updater_inline`, called directly with the name's bytes (no event value, no retains).
     @usableFromInline final let nativeUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
+    /// An in-process recorder's `updater_inline`, given the start token (its end is its one clock read).
+    @usableFromInline final let directUpdaterInline:
+        (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8) -> Void)?
 
     /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
     /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
@@ -140,8 +143,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         self.tracer = tracer
         self.tracerCombinesInline = tracer.combinesInlineUpdaters
         let native = tracer as? NativeTraceBackend
-        self.enabledCheck = if let native { native.enabledCheck } else if tracer is NoOpTraceBackend { { 0 } } else { nil }
+        let direct = tracer as? any DirectRecordingBackend
+        self.enabledCheck = if let native { native.enabledCheck } else if let direct { direct.enabledFunction }
+                            else if tracer is NoOpTraceBackend { { 0 } } else { nil }
         self.nativeUpdaterInline = native?.updaterInlineFunction
+        self.directUpdaterInline = direct?.updaterInlineSinceFunction
         self.budgets = configuration.latencyBudgets
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")

@@ -1,3 +1,4 @@
+internal import CKatanaTraceProvider
 import Foundation
 import Glibc
 import KatanaTrace
@@ -149,6 +150,15 @@ enum Floors {
 
     /// A recorded dispatch's floor: one raw LTTng-UST event through the provider (`listeners_notified`, 16 bytes of
     /// payload), per op — only when a session records it.
+    /// Lets the traced dispatch's duration clock calibrate before anything is measured: until it has (some ms after
+    /// its first use) a traced dispatch reads CLOCK_MONOTONIC instead of the tick counter, a cost the run would
+    /// otherwise mix into its first figures.
+    static func calibrateDurationClock() {
+        _ = katana_duration_start()
+        usleep(30_000)
+        _ = katana_duration_start()
+    }
+
     static func rawEvent(count: Int, backend: any TraceBackend) -> Double? {
         guard let native = backend as? NativeTraceBackend, native.isEnabled else { return nil }
         let start = nowNanoseconds()

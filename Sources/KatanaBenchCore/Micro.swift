@@ -70,6 +70,7 @@ struct Micro: AsyncParsableCommand {
         case .flightRecorder: FlightRecorder.shared
         }
         if self.backend != .none {
+            Floors.calibrateDurationClock()
             FileHandle.standardError.write(Data("tracing: \(type(of: backend)), LTTng provider linked: \(LinkedLTTng.backend != nil), session listening: \(backend.isEnabled)\n".utf8))
         }
         let cases = only.isEmpty ? Case.allCases : only
@@ -99,6 +100,7 @@ struct Micro: AsyncParsableCommand {
                     print(String(format: "  recording: %5.1f× one raw LTTng event (%.1f ns; a recorded inline updater is one event); budget ≤ 350 ns",
                                  perOp / event, event))
                 }
+                if self.backend == .flightRecorder, self.floors { flightRecorderCost(into: &figures) }
             case .roundTrip:
                 var p50s: [Double] = []
                 var p99s: [Double] = []
@@ -296,24 +298,61 @@ struct Micro: AsyncParsableCommand {
     /// the two figures it is taken from see the same phase of a shared machine (measured one after the other, the
     /// machine slowing down in between read as a chain costing over half again what it costs).
     private func throughAndWithout(count: Int, backend: any TraceBackend, protocolForm: Bool, erased: Bool) -> (through: Double, none: Double) {
-        let chained = makeStore(backend: backend, interceptors: Micro.interceptorCount, protocolForm: protocolForm, erased: erased)
-        let plain = makeStore(backend: backend)
+        alternating(count: count, makeStore(backend: backend, interceptors: Micro.interceptorCount, protocolForm: protocolForm, erased: erased),
+                    makeStore(backend: backend))
+    }
+
+    /// ns per fire-and-forget dispatch on `first` and on `second`, measured in alternating slices of a tenth of
+    /// `count` each (which store goes first alternates by slice), so both figures see the same phase of a shared
+    /// machine: measured one after the other, the machine slowing down in between read as a difference of its own.
+    private func alternating(count: Int, _ first: BenchStore, _ second: BenchStore) -> (Double, Double) {
         let slice = max(count / 10, 1)
-        var throughElapsed: UInt64 = 0, noneElapsed: UInt64 = 0
+        var firstElapsed: UInt64 = 0, secondElapsed: UInt64 = 0
         var done = 0, index = 0
         while done < count {
             let size = min(slice, count - done)
-            for store in index % 2 == 0 ? [chained, plain] : [plain, chained] {
+            for store in index % 2 == 0 ? [first, second] : [second, first] {
                 let start = nowNanoseconds()
                 for _ in 0..<size { store.dispatch(Increment()) }
                 let elapsed = nowNanoseconds() - start
-                if store === chained { throughElapsed += elapsed } else { noneElapsed += elapsed }
+                if store === first { firstElapsed += elapsed } else { secondElapsed += elapsed }
             }
             done += size
             index += 1
         }
-        precondition(chained.state.counter == count && plain.state.counter == count, "lost updates")
-        return (Double(throughElapsed) / Double(count), Double(noneElapsed) / Double(count))
+        precondition(first.state.counter == count && second.state.counter == count, "lost updates")
+        return (Double(firstElapsed) / Double(count), Double(secondElapsed) / Double(count))
+    }
+
+    /// What the flight recorder adds to a fire-and-forget dispatch, against an unrecorded store in the same run, its
+    /// floor (two clock reads and one record into a per-thread ring) and, while an LTTng session records, one raw
+    /// LTTng-UST event (issue #41's budget: at most 1.5× the floor and 0.15× that event).
+    private func flightRecorderCost(into figures: inout [String: Double]) {
+        var added: [Double] = [], unrecorded: [Double] = [], floors: [Double] = [], events: [Double] = []
+        let lttng = LinkedLTTng.backend.flatMap { $0.isEnabled ? $0 : nil }
+        for _ in 0..<runs {
+            let (recorded, none) = alternating(count: iterations, makeStore(backend: FlightRecorder.shared),
+                                               makeStore(backend: NoOpTraceBackend()))
+            added.append(recorded - none)
+            unrecorded.append(none)
+            floors.append(FlightRecorder.floorNanoseconds(count: iterations))
+            if let lttng, let event = Floors.rawEvent(count: iterations, backend: lttng) { events.append(event) }
+        }
+        let extra = median(added), floor = median(floors)
+        figures["flight_recorder_added_ns"] = extra
+        figures["flight_recorder_unrecorded_ns"] = median(unrecorded)
+        figures["flight_recorder_floor_ns"] = floor
+        figures["flight_recorder_floor_ratio"] = extra / floor
+        print(String(format: "  flight recorder: +%.1f ns over an unrecorded dispatch (%.1f ns, same run); %.2f× its floor (two clock reads and a record into a per-thread ring: %.1f ns); budget ≤ 1.5×",
+                     extra, median(unrecorded), extra / floor, floor))
+        if events.isEmpty {
+            print("  (no LTTng session records katana:*: run under `katana-trace record` to compare with one raw LTTng event)")
+        } else {
+            let event = median(events)
+            figures["raw_lttng_event_floor_ns"] = event
+            figures["flight_recorder_lttng_event_ratio"] = extra / event
+            print(String(format: "  flight recorder: +%.1f ns is %.2f× one raw LTTng event (%.1f ns); budget ≤ 0.15×", extra, extra / event, event))
+        }
     }
 
     /// ns per fire-and-forget updater that writes one byte of a `bytes`-byte payload, with one listener of either form.

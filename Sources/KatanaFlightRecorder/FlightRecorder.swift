@@ -8,7 +8,7 @@ import KatanaTrace
 ///
 /// Each thread records into a ring buffer of its own, with no lock and no system call but the clock; a dump copies
 /// the rings while they keep recording (what a thread overwrites during the copy is left out).
-public final class FlightRecorder: TransitionTraceBackend, Sendable {
+public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBackend, Sendable {
     /// The process's recorder (the rings are per process).
     public static let shared = FlightRecorder()
 
@@ -44,7 +44,17 @@ public final class FlightRecorder: TransitionTraceBackend, Sendable {
         return written
     }
 
+    /// For benchmarks: nanoseconds per record of what a recorded inline updater cannot do without — its two clock
+    /// reads and one record stored into a per-thread ring (katana-bench micro's floor for this backend).
+    package static func floorNanoseconds(count: Int) -> Double {
+        Double(katana_fr_floor(UInt64(max(1, count)))) / Double(max(1, count))
+    }
+
     public var isEnabled: Bool { true }
+    package var enabledFunction: @convention(c) () -> Int32 { katana_fr_enabled }
+    package var updaterInlineSinceFunction: @convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8) -> Void {
+        katana_fr_updater_inline_since
+    }
     public var combinesInlineUpdaters: Bool { true }
 
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {

@@ -97,3 +97,14 @@ extension StaticString {
         return "\(self)".withCString(body)
     }
 }
+
+/// A backend that records in this process through C functions a store calls directly on its hottest traced path —
+/// KatanaFlightRecorder's rings: the per-dispatch check and the inline updater's one event without the existential,
+/// the event value or a retain, the updater's start token passed on so its end is the only other clock read.
+package protocol DirectRecordingBackend: TraceBackend {
+    /// Non-zero while it records; called once per dispatch.
+    var enabledFunction: @convention(c) () -> Int32 { get }
+    /// Records an updater applied inline: (id, parent id, NUL-terminated name, parallelism, start token from
+    /// `katana_duration_start`, outcome), at its end.
+    var updaterInlineSinceFunction: @convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8) -> Void { get }
+}

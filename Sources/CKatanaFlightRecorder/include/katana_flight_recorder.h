@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#pragma clang assume_nonnull begin
+
 /* Katana's in-process flight recorder: every thread records into a ring buffer of its own (no lock, no system call
    on the recording path), and a dump writes the rings' recent events as a CTF 1.8 trace in LTTng-UST's `katana:*`
    layout, which katana-trace, babeltrace2 and Trace Compass read. */
@@ -23,16 +25,31 @@ void katana_fr_configure(size_t total_bytes, size_t ring_bytes);
    b = parallelism); end (id, kind, name, queue, outcome); inline (id, parent, name, b = parallelism, a = duration,
    outcome; timestamp `at` = its end, 0: now); budget (id, kind, name, a = budget, parent = actual); interval and
    transition begin/end (id, parent, name, outcome); store ready (id = store, name = state type); listeners
-   notified (id = store, a = changes, b = listeners). */
-void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, const char *name, uint64_t a,
+   notified (id = store, a = changes, b = listeners). `at`: a `katana_duration_start` token, 0 for now.
+   A thread's ring outlives it (its events are still dumped) until every ring is taken and a new thread needs one. */
+void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, const char *_Nullable name, uint64_t a,
                       uint32_t b, uint8_t kind, uint8_t queue, uint8_t outcome);
+
+/* An updater applied inline, recorded at its end with its start token (from `katana_duration_start`): the one event
+   of a recorded fire-and-forget dispatch, its duration worked out when a dump writes it (no clock read but the end's). */
+void katana_fr_updater_inline_since(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
+                                    uint64_t started, uint8_t outcome);
+
+/* Always 1: the recorder records whenever it is the backend (a store's per-dispatch check, called directly). */
+int katana_fr_enabled(void);
+
+/* For benchmarks: nanoseconds taken by `count` records of what a recorded inline updater cannot do without (two
+   clock reads and one record stored into a per-thread ring). */
+uint64_t katana_fr_floor(uint64_t count);
 
 /* Writes the rings' events as a CTF trace into the directory `path` (created; it must not exist or be empty).
    Recording goes on meanwhile: events overwritten during the copy are left out. Returns 0, or -1 with one line in
-   `error`. `written`: the events written. */
+   `error` and nothing left behind (no partial trace). `written`: the events written. */
 int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t error_size);
 
 /* Events recorded so far on all threads, and events lost for want of a ring. */
 void katana_fr_counts(uint64_t *recorded, uint64_t *discarded);
+
+#pragma clang assume_nonnull end
 
 #endif

@@ -111,6 +111,8 @@ extension PartialStore {
         if combined, let emit = nativeUpdaterInline, let name = item.name {
             emit(item.id, item.parentID, name.cString, name.utf8Count, started.parallelism,
                  katana_duration_ns(started.started), outcome.rawValue)
+        } else if combined, let record = directUpdaterInline, let name = item.name {
+            record(item.id, item.parentID, name.cString, started.parallelism, started.started, outcome.rawValue)
         } else if combined {
             tracer.updaterInline(UpdaterInlineEvent(
                 id: item.id, parentID: item.parentID, name: item.name!, parallelism: started.parallelism,
