@@ -58,7 +58,7 @@ let package = Package(
         .target(name: "CKatanaFlightRecorder", dependencies: ["CKatanaTraceProvider"]),
         .target(
             name: "KatanaFlightRecorder",
-            dependencies: ["KatanaTrace", "CKatanaFlightRecorder"]
+            dependencies: ["KatanaTrace", "CKatanaFlightRecorder", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Katana",

@@ -23,6 +23,14 @@ let package = Package(
                 .product(name: "KatanaLTTng", package: "Katana"),
             ]
         ),
+        // The same service on Katana's in-process flight recorder: no LTTng anywhere in it (README.md, step 6).
+        .executableTarget(
+            name: "order-service-flight-recorder",
+            dependencies: [
+                "OrderProcessing",
+                .product(name: "KatanaFlightRecorder", package: "Katana"),
+            ]
+        ),
         // The shop's own benchmark: katana-bench's harness and CLI around its scenarios (see Sources/order-bench).
         .executableTarget(
             name: "order-bench",

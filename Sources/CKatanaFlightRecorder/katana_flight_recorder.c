@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+static int fail(char *error, size_t size, const char *format, ...);
 
 /* ------------------------------------------------------------------------------------------------------ recording */
 
@@ -201,6 +204,48 @@ uint64_t katana_fr_floor(uint64_t count) {
         put_record(*slot, katana_duration_start(), i, 0, began, "floor", (uint64_t)KATANA_FR_INLINE_SINCE << 32);
     }
     return monotonic_now() - start;
+}
+
+/* Signals that ask for a dump reach a pipe: the handler only writes the signal's number to it (async-signal-safe),
+   and a thread of the recorder's reads it. */
+static int signal_pipe[2] = {-1, -1};
+static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void on_dump_signal(int number) {
+    int saved = errno;
+    unsigned char byte = (unsigned char)number;
+    ssize_t ignored = write(signal_pipe[1], &byte, 1); /* a full pipe drops the signal: a dump is on its way */
+    (void)ignored;
+    errno = saved;
+}
+
+int katana_fr_watch_signal(int number, char *error, size_t error_size) {
+    pthread_mutex_lock(&signal_lock);
+    int status = 0;
+    if (signal_pipe[0] < 0 && pipe2(signal_pipe, O_CLOEXEC) != 0) {
+        status = fail(error, error_size, "cannot make the signal pipe: %s", strerror(errno));
+    } else {
+        fcntl(signal_pipe[1], F_SETFL, fcntl(signal_pipe[1], F_GETFL) | O_NONBLOCK);
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = on_dump_signal;
+        sigemptyset(&action.sa_mask);
+        action.sa_flags = SA_RESTART;
+        if (sigaction(number, &action, NULL) != 0) status = fail(error, error_size, "cannot handle signal %d: %s", number, strerror(errno));
+    }
+    int fd = signal_pipe[0];
+    pthread_mutex_unlock(&signal_lock);
+    return status ? -1 : fd;
+}
+
+int katana_fr_next_signal(int fd) {
+    for (;;) {
+        unsigned char byte;
+        ssize_t n = read(fd, &byte, 1);
+        if (n == 1) return byte;
+        if (n < 0 && errno == EINTR) continue;
+        return -1;
+    }
 }
 
 void katana_fr_counts(uint64_t *recorded, uint64_t *discarded) {

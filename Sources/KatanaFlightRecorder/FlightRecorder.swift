@@ -14,6 +14,9 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
 
     private init() {}
 
+    /// The automatic dumps' settings and state (AutomaticDumps.swift).
+    let dumps = AutomaticDumps()
+
     /// Sets the memory the recorder may use: `totalBytes` in all, `bytesPerThread` per thread (threads past the
     /// total record nothing, counted in ``counts``). Call it before the first event; later calls change nothing.
     public static func configure(totalBytes: Int = 16 << 20, bytesPerThread: Int = 256 << 10) {
@@ -70,6 +73,7 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
     public func dispatchEnd(_ event: DispatchEndEvent) {
         katana_fr_record(UInt8(KATANA_FR_END), 0, event.id, 0, event.name.cString, 0, 0, event.kind.rawValue,
                          event.lane.rawValue, event.outcome.rawValue)
+        if dumps.pendingID.load(ordering: .relaxed) == event.id { dumps.takePending(event.id, recorder: self) }
     }
 
     public func updaterInline(_ event: UpdaterInlineEvent) {
@@ -80,6 +84,7 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
     public func budgetExceeded(_ event: BudgetExceededEvent) {
         katana_fr_record(UInt8(KATANA_FR_BUDGET), 0, event.id, event.actualNanoseconds, event.name.cString,
                          event.budgetNanoseconds, 0, event.kind.rawValue, 0, 0)
+        dumps.overrun(event, recorder: self)
     }
 
     public func storeReady(storeID: UInt64, stateType: TraceName) {

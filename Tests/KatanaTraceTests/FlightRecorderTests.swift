@@ -116,4 +116,165 @@ import Testing
             #expect(analyzed.status == 0, "\(folder): \(analyzed.err)")
         }
     }
+
+    /// A slow dispatch writes one dump — once its end is recorded, on the recorder's thread — and `analyze` on it names
+    /// the slow dispatch; more overruns inside `minimumInterval` write none of their own; a store whose dispatches
+    /// keep within their budgets writes none.
+    @Test func aBudgetOverrunWritesOneDumpThatNamesTheSlowDispatch() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
+        defer {
+            FlightRecorder.shared.stopDumpingOnBudgetOverrun()
+            try? FileManager.default.removeItem(at: root)
+        }
+        let reports = Reports()
+        FlightRecorder.shared.dumpOnBudgetOverrun(into: root.path, minimumInterval: .seconds(3600)) { reports.add($0) }
+
+        let fast = TraceStore(interceptors: [], stateInitializer: { TraceState() },
+                              configuration: .init(traceBackend: FlightRecorder.shared, latencyBudgets: [.budget(Bump.self, .seconds(5))]))
+        for _ in 0..<200 { try await fast.dispatch(Bump()).value }
+        FlightRecorder.shared.waitForDumps()
+        #expect(reports.all.isEmpty, "no dispatch went over its budget: \(reports.all.map(\.reason))")
+        #expect(!FileManager.default.fileExists(atPath: root.path))
+
+        let slow = TraceStore(interceptors: [], stateInitializer: { TraceState() },
+                              configuration: .init(traceBackend: FlightRecorder.shared,
+                                                   latencyBudgets: [.budget(OverBudgetBump.self, .milliseconds(5))]))
+        for _ in 0..<3 { try await slow.dispatch(OverBudgetBump()).value }
+        FlightRecorder.shared.waitForDumps()
+        let dumps = reports.all
+        try #require(dumps.count == 1, "\(dumps.map(\.reason))")
+        guard case .budgetOverrun(let type, let id, let budget, let actual) = dumps[0].reason else {
+            Issue.record("\(dumps[0].reason)")
+            return
+        }
+        #expect(type == "KatanaTraceTests.OverBudgetBump" && budget == 5_000_000 && actual >= 20_000_000)
+        let written = try dumps[0].result.get()
+        #expect(written > 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.path) == [URL(fileURLWithPath: dumps[0].path).lastPathComponent])
+
+        let analyzed = try await KatanaTrace.run(["analyze", "--json", dumps[0].path])
+        try #require(analyzed.status == 0, "\(analyzed.err)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(analyzed.out.utf8)) as? [String: Any])
+        let over = try #require(report["over_budget"] as? [String: Any], "\(report.keys)")
+        let first = try #require((over["dispatches"] as? [[String: Any]])?.first)
+        #expect(first["name"] as? String == "KatanaTraceTests.OverBudgetBump")
+        #expect((first["id"] as? NSNumber)?.uint64Value == id)
+        // Taken once the slow dispatch had ended: every event of it is in the dump (the next slow dispatch may be cut
+        // short — dumps happen while the app goes on).
+        let dumped = try await KatanaTrace.run(["dump", dumps[0].path])
+        try #require(dumped.status == 0, "\(dumped.err)")
+        let events = dumped.out.split(separator: "\n").filter { $0.contains("\"id\": \(id),") }
+            .compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["event"] as? String }
+        #expect(events == ["dispatch_enqueue", "dispatch_begin", "budget_exceeded", "dispatch_end"], "\(events)")
+    }
+
+    /// A signal the app chose writes a dump, without the app's code doing anything more.
+    @Test func aSignalWritesADump() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = TraceStore(interceptors: [], stateInitializer: { TraceState() },
+                               configuration: .init(traceBackend: FlightRecorder.shared))
+        for _ in 0..<100 { try await store.dispatch(Bump()).value }
+        let (stream, continuation) = AsyncStream.makeStream(of: FlightRecorder.AutomaticDump.self)
+        try FlightRecorder.shared.dumpOnSignal(SIGUSR2, into: root.path) { continuation.yield($0) }
+        #expect(throws: FlightRecorder.DumpError.self) { try FlightRecorder.shared.dumpOnSignal(SIGKILL, into: root.path) }
+        kill(getpid(), SIGUSR2)
+        let dump = try #require(await firstElement(of: stream, within: .seconds(60)), "no dump within a minute of SIGUSR2")
+        #expect(dump.reason == .signal(SIGUSR2))
+        #expect(try dump.result.get() > 100)
+        let checked = try await KatanaTrace.run(["analyze", dump.path])
+        #expect(checked.status == 0 && checked.out.contains("KatanaTraceTests.Bump"), "\(checked.err)")
+    }
+
+    /// A full disk: the dump fails with a one-line error the app sees, leaves no partial trace, and recording goes on.
+    @Test func aFullDiskIsAnErrorThatLeavesNothingBehind() async throws {
+        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("katana-full-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: mountPoint) }
+        // A 64 KiB file system, filled but for 8 KiB: room for the metadata, not for the events.
+        let mounted = try? runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mountPoint.path])
+        guard mounted?.status == 0 else {
+            try #require(ProcessInfo.processInfo.environment["CI"] != "true", "CI must be able to mount a tmpfs: \(mounted?.err ?? "")")
+            print("skipped: a full disk needs a small tmpfs, which only root can mount (\(mounted?.err ?? "mount failed"))")
+            return
+        }
+        defer { _ = try? runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["umount", mountPoint.path]) }
+        try Data(count: 56 << 10).write(to: mountPoint.appendingPathComponent("filler"))
+
+        let store = TraceStore(interceptors: [], stateInitializer: { TraceState() },
+                               configuration: .init(traceBackend: FlightRecorder.shared))
+        for _ in 0..<2_000 { store.dispatch(Bump()) }
+        let target = mountPoint.appendingPathComponent("dump")
+        do {
+            try FlightRecorder.shared.dump(to: target.path)
+            Issue.record("a dump of every ring fit in 8 KiB")
+        } catch {
+            #expect(error.description.contains("No space left on device") && !error.description.contains("\n"), "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: target.path), "a failed dump left \(target.path) behind")
+        let before = FlightRecorder.shared.counts.recorded
+        try await store.dispatch(Bump()).value
+        #expect(FlightRecorder.shared.counts.recorded > before)
+    }
+
+    /// New threads keep recording once every ring has been taken: a thread that ended gives its ring up (its events
+    /// were dumpable until then), so a server whose thread pool comes and goes never goes quiet.
+    @Test func threadsBeyondTheRingCountRecordThroughEndedThreadsRings() async throws {
+        let store = TraceStore(interceptors: [], stateInitializer: { TraceState() },
+                               configuration: .init(traceBackend: FlightRecorder.shared))
+        let discardedBefore = FlightRecorder.shared.counts.discarded
+        // This suite's rings: 64 MiB in rings of 4 MiB, 16 in all. Forty threads, one after the other.
+        var lastThread: Int32 = 0
+        for _ in 0..<40 {
+            let tid = await onThread {
+                for _ in 0..<10 { store.dispatch(Bump()) }
+                // /proc/thread-self is "PID/task/TID".
+                let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+                return Int32(link.split(separator: "/").last ?? "") ?? 0
+            }
+            lastThread = tid
+            // The next thread starts once this one has gone (its ring given up at its exit).
+            let deadline = ContinuousClock.now + .seconds(30)
+            while FileManager.default.fileExists(atPath: "/proc/self/task/\(tid)"), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        #expect(FlightRecorder.shared.counts.discarded == discardedBefore, "events were dropped for want of a ring")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FlightRecorder.shared.dump(to: folder.path)
+        let dumped = try await KatanaTrace.run(["dump", folder.path])
+        try #require(dumped.status == 0, "\(dumped.err)")
+        let last = dumped.out.split(separator: "\n").filter { $0.contains("\"vtid\": \(lastThread)}") }
+        #expect(last.count >= 10, "the last thread's events: \(last.count)")
+    }
+}
+
+struct OverBudgetBump: StateUpdater {
+    func updateState(_ state: inout TraceState) {
+        usleep(20_000)
+        state.counter += 1
+    }
+}
+
+/// Automatic dumps' reports, as the app's `report` closure receives them.
+final class Reports: @unchecked Sendable {
+    private let lock = NSLock()
+    private var reports: [FlightRecorder.AutomaticDump] = []
+    func add(_ report: FlightRecorder.AutomaticDump) { lock.withLock { reports.append(report) } }
+    var all: [FlightRecorder.AutomaticDump] { lock.withLock { reports } }
+}
+
+/// The stream's first element, or nil when none comes within `limit` (a hang guard, not a timing claim).
+func firstElement<T: Sendable>(of stream: AsyncStream<T>, within limit: Duration) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await stream.first { _ in true } }
+        group.addTask {
+            try? await Task.sleep(for: limit)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
 }

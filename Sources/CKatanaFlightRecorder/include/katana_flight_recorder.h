@@ -47,6 +47,12 @@ uint64_t katana_fr_floor(uint64_t count);
    `error` and nothing left behind (no partial trace). `written`: the events written. */
 int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t error_size);
 
+/* Makes `signal` ask for a dump: its handler writes the signal's number to a pipe, whose read end it returns (the
+   same for every signal); -1 with one line in `error` on failure. `katana_fr_next_signal` blocks until the next such
+   signal and returns its number (-1 when the pipe fails). */
+int katana_fr_watch_signal(int signal, char *error, size_t error_size);
+int katana_fr_next_signal(int fd);
+
 /* Events recorded so far on all threads, and events lost for want of a ring. */
 void katana_fr_counts(uint64_t *recorded, uint64_t *discarded);
 
