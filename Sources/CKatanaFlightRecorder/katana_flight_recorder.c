@@ -238,6 +238,8 @@ int katana_fr_watch_signal(int number, char *error, size_t error_size) {
     return status ? -1 : fd;
 }
 
+void katana_fr_name_thread(const char *name) { pthread_setname_np(pthread_self(), name); }
+
 int katana_fr_next_signal(int fd) {
     for (;;) {
         unsigned char byte;

@@ -89,7 +89,12 @@ extension FlightRecorder {
         let result: Result<UInt64, DumpError>
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            result = Result { () throws(DumpError) in try dump(to: path) }
+            // Written under another name and renamed once whole: whoever watches the directory sees whole dumps only.
+            let partial = path + ".partial"
+            result = Result { () throws(DumpError) in try dump(to: partial) }.flatMap { events in
+                rename(partial, path) == 0 ? .success(events)
+                    : .failure(DumpError(description: "cannot rename \(partial) to \(path): \(String(cString: strerror(errno)))"))
+            }
         } catch {
             result = .failure(DumpError(description: "cannot create \(directory): \(error.localizedDescription)"))
         }
@@ -190,12 +195,12 @@ final class AutomaticDumps: @unchecked Sendable {
             guard !watching else { return }
             watching = true
             let thread = Thread { [self] in
+                katana_fr_name_thread("katana-fr-dumps")
                 while case let number = katana_fr_next_signal(fd), number >= 0 {
                     guard let (directory, report) = lock.withLock({ signals[Int32(number)] }) else { continue }
                     queue.async { report(recorder.automaticDump(reason: .signal(Int32(number)), into: directory, skipped: 0)) }
                 }
             }
-            thread.name = "katana-flight-recorder-signals"
             thread.start()
         }
     }
