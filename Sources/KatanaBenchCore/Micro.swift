@@ -39,9 +39,25 @@ struct Micro: AsyncParsableCommand {
         case lttng, none
         /// Katana's in-process flight recorder (`KatanaFlightRecorder`): per-thread rings, no LTTng.
         case flightRecorder = "flight-recorder"
+        /// Both at once, through `MultiplexTraceBackend`.
+        case lttngAndFlightRecorder = "lttng+flight-recorder"
+
+        /// The backend this names.
+        func make() throws -> any TraceBackend {
+            switch self {
+            case .default: KatanaTracing.backend
+            case .lttng: try LinkedLTTng.require()
+            case .none: NoOpTraceBackend()
+            case .flightRecorder: FlightRecorder.shared
+            case .lttngAndFlightRecorder: MultiplexTraceBackend([try LinkedLTTng.require(), FlightRecorder.shared])
+            }
+        }
+
+        /// Whether the flight recorder is (one of) the backend(s).
+        var recordsInProcess: Bool { self == .flightRecorder || self == .lttngAndFlightRecorder }
     }
 
-    @Option(name: .long, help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder.")
+    @Option(name: .long, help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder, lttng+flight-recorder.")
     var backend: Backend = .default
 
     @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the budget).")
@@ -63,12 +79,7 @@ struct Micro: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let backend: any TraceBackend = switch self.backend {
-        case .default: KatanaTracing.backend
-        case .lttng: try LinkedLTTng.require()
-        case .none: NoOpTraceBackend()
-        case .flightRecorder: FlightRecorder.shared
-        }
+        let backend = try self.backend.make()
         if self.backend != .none {
             Floors.calibrateDurationClock()
             FileHandle.standardError.write(Data("tracing: \(type(of: backend)), LTTng provider linked: \(LinkedLTTng.backend != nil), session listening: \(backend.isEnabled)\n".utf8))

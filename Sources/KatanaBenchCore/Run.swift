@@ -76,8 +76,10 @@ struct Run: AsyncParsableCommand {
     var stallEvery: Double?
     @Option(parsing: .unconditional, help: "Length of an injected stall, ms.")
     var stallMs: Double = 50
-    @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder.")
+    @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder, lttng+flight-recorder.")
     var traceBackend: Micro.Backend = .default
+    @Option(name: .customLong("flight-recorder-dump"), help: "With the flight recorder as (one of) the trace backend(s): dump its recent events into this folder when the run ends.")
+    var flightRecorderDump: String?
     @Option(name: .customLong("repeat"), parsing: .unconditional, help: "Independent repetitions (each a fresh store, warm-up and measured phase); --json keeps each one's figures so `compare` can test significance (use 5 or more).")
     var repetitions: Int = 1
     @Option(help: "Write all figures, parameters and environment as JSON to this file.")
@@ -147,6 +149,14 @@ struct Run: AsyncParsableCommand {
             guard traceBackend != .none, traceBackend != .flightRecorder else { throw ValidationError("--trace records the LTTng events of the run: it cannot be combined with --trace-backend none or flight-recorder") }
             _ = try LinkedLTTng.require()
         }
+        if let flightRecorderDump {
+            guard traceBackend.recordsInProcess else {
+                throw ValidationError("--flight-recorder-dump needs --trace-backend flight-recorder or lttng+flight-recorder")
+            }
+            if FileManager.default.fileExists(atPath: (flightRecorderDump as NSString).appendingPathComponent("metadata")) {
+                throw ValidationError("--flight-recorder-dump: \(flightRecorderDump) already holds a trace")
+            }
+        }
     }
 
     func run() async throws {
@@ -168,6 +178,14 @@ struct Run: AsyncParsableCommand {
         if let recording {
             try recording.stop()
             FileHandle.standardError.write(Data("trace: \(recording.directory)\n".utf8))
+        }
+        if let flightRecorderDump {
+            do {
+                let events = try FlightRecorder.shared.dump(to: flightRecorderDump)
+                FileHandle.standardError.write(Data("flight recorder: \(events) events dumped to \(flightRecorderDump)\n".utf8))
+            } catch {
+                throw ValidationError("--flight-recorder-dump: \(error)")
+            }
         }
         // With `--json -` standard output is the JSON alone: the table goes to standard error.
         if json == "-" {
@@ -254,12 +272,7 @@ struct Run: AsyncParsableCommand {
 
     func execute() async throws -> (BenchResult, [Metric: LatencyHistogram]) {
         let recorders = Recorders()
-        let backend: any TraceBackend = switch traceBackend {
-        case .default: KatanaTracing.backend
-        case .lttng: try LinkedLTTng.require()
-        case .none: NoOpTraceBackend()
-        case .flightRecorder: FlightRecorder.shared
-        }
+        let backend = try traceBackend.make()
         let scenario = selected
         let workers = scenario.workersFromProducers ? producers : concurrency
         let context = BenchContext(workers: workers, options: scenarioOptions, traceBackend: backend, recorders: recorders, knobs: knobs)

@@ -438,6 +438,41 @@ extension LTTngRecordingTests {
         #expect(check.out.contains("\"discarded\": 0"))
     }
 
+    /// The flight recorder alongside LTTng (`MultiplexTraceBackend`): its dump holds the run's last dispatches, each
+    /// with the same id, type and events as LTTng recorded for it.
+    @Test func theFlightRecorderRecordsAlongsideLTTng() async throws {
+        try LTTngEnvironment.ensureSessiond()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-both-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let lttng = root.appendingPathComponent("lttng").path, flight = root.appendingPathComponent("flight").path
+        let bench = try await runSuspending([Paths.katanaBench.path, "-s", "side-effects", "--count", "3000", "--warmup", "0",
+                                             "--trace-backend", "lttng+flight-recorder", "--trace", lttng, "--flight-recorder-dump", flight])
+        try #require(bench.status == 0, "\(bench.err)")
+        #expect(bench.err.contains("flight recorder: "), "\(bench.err)")
+
+        func events(_ trace: String) async throws -> [String: [String]] {
+            let dumped = try await KatanaTrace.run(["dump", trace])
+            try #require(dumped.status == 0, "\(dumped.err)")
+            var byDispatch: [String: [String]] = [:]
+            for line in dumped.out.split(separator: "\n") {
+                guard let event = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                      let id = event["id"] as? Int, let kind = event["event"] as? String, let name = event["name"] as? String else { continue }
+                byDispatch["\(id) \(name)", default: []].append(kind)
+            }
+            return byDispatch
+        }
+        let recorded = try await events(lttng), dumped = try await events(flight)
+        // Whole dispatches are the same in both; at the window's edge a dispatch may have lost its first events with
+        // the ring that held them (each thread's ring keeps its own last events), but never gained one.
+        let whole = dumped.filter { $0.value.count == 3 }
+        #expect(whole.count > 1_000, "the dump holds \(whole.count) whole dispatches")
+        let differing = dumped.filter { dispatch in
+            let lttng = recorded[dispatch.key] ?? []
+            return dispatch.value.count == 3 ? lttng != dispatch.value : !dispatch.value.allSatisfy(lttng.contains)
+        }
+        #expect(differing.isEmpty, "\(differing.count) dispatches differ, e.g. \(differing.first.map { "\($0.key): \($0.value) vs \(recorded[$0.key] ?? [])" } ?? "")")
+    }
+
     /// `--trace` with no session daemon running: katana-bench starts one, says so, waits until it has registered
     /// with it, and records — it once printed `trace: DIR` over an empty folder. Reachable only where this process
     /// owns the only daemon (always under CI), since it must stop it first.
