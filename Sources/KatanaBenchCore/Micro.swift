@@ -4,6 +4,7 @@ import Histogram
 import Katana
 import KatanaFlightRecorder
 import KatanaTrace
+import Synchronization
 
 /// The Store's per-dispatch costs, measured the way the core issue's budget states them: one producer, one
 /// listener, release build, median of several runs.
@@ -22,6 +23,9 @@ struct Micro: AsyncParsableCommand {
         case erasedInterceptors = "erased-interceptors"
         case intervals
         case stateSize = "state-size"
+        /// The flight recorder's dumps: the longest a dispatching thread takes while another thread dumps, against
+        /// none dumping (flight-recorder backends only).
+        case dumps
     }
 
     @Option(name: .long, parsing: .unconditional, help: "Dispatches per run (side effects: a tenth of this).")
@@ -227,6 +231,12 @@ struct Micro: AsyncParsableCommand {
                     figures["state_\(key)_new_state_listener_ns_per_op"] = median(newOnly)
                     print(String(format: "%-10@ %16.1f ns/op %17.1f ns/op", label, median(both), median(newOnly)))
                 }
+            case .dumps:
+                guard self.backend.recordsInProcess else {
+                    if only.contains(.dumps) { throw ValidationError("--only dumps measures the flight recorder's dumps: give --backend flight-recorder") }
+                    continue
+                }
+                try dumpWait(into: &figures)
             case .intervals:
                 var direct: [Double] = []
                 var closure: [Double] = []
@@ -247,6 +257,14 @@ struct Micro: AsyncParsableCommand {
                 print(String(format: "context.interval around a call     %9.1f ns/op   (+%.1f ns over the call alone, %.1f ns; through a closure-taking function %.1f ns)",
                              median(wrapped), median(added), median(direct), median(closure)))
             }
+        }
+        // The process's peak resident memory: with the flight recorder, bounded by its rings whatever the iterations
+        // (FlightRecorderTests.recordingStaysInItsBoundedMemory).
+        var usage = rusage()
+        if getrusage(RUSAGE_SELF.rawValue, &usage) == 0 { figures["peak_rss_kb"] = Double(usage.ru_maxrss) }
+        if self.backend.recordsInProcess, let peak = figures["peak_rss_kb"] {
+            let counts = FlightRecorder.shared.counts
+            print(String(format: "flight recorder: %llu events recorded, %llu discarded; peak RSS %.1f MiB", counts.recorded, counts.discarded, peak / 1024))
         }
         if let json {
             let data = try JSONSerialization.data(withJSONObject: figures, options: [.prettyPrinted, .sortedKeys])
@@ -311,6 +329,61 @@ struct Micro: AsyncParsableCommand {
     private func throughAndWithout(count: Int, backend: any TraceBackend, protocolForm: Bool, erased: Bool) -> (through: Double, none: Double) {
         alternating(count: count, makeStore(backend: backend, interceptors: Micro.interceptorCount, protocolForm: protocolForm, erased: erased),
                     makeStore(backend: backend))
+    }
+
+    /// The longest fire-and-forget dispatch (and its p99.99) on this thread while another thread dumps the flight
+    /// recorder over and over, against the same with no dumps, a run each in turn: what a dispatching thread waits
+    /// for a dump (issue #41: bounded, measured). A dump copies the rings with no lock a dispatch takes; on a 2-core
+    /// machine the two threads still share the caches and memory bandwidth.
+    private func dumpWait(into figures: inout [String: Double]) throws {
+        let store = makeStore(backend: FlightRecorder.shared)
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-dumps-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        /// `dumping`: the other thread dumps; else, with `busy`, it copies memory for as long (the control: what a
+        /// second busy thread alone does to the dispatching one), else it does nothing.
+        func measure(dumping: Bool, busy: Bool = false) throws -> (histogram: Histogram<UInt64>, dumps: [UInt64], events: UInt64) {
+            let dumper = DumpLoop(root: root)
+            let finished = DispatchSemaphore(value: 0)
+            if dumping || busy { Thread { if dumping { dumper.run() } else { dumper.copyMemory() }; finished.signal() }.start() }
+            var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
+            for _ in 0..<iterations {
+                let start = nowNanoseconds()
+                store.dispatch(Increment())
+                _ = histogram.record(nowNanoseconds() - start)
+            }
+            dumper.stop.store(true, ordering: .relaxed)
+            if dumping || busy { finished.wait() }
+            if let error = dumper.error { throw ValidationError("a dump failed: \(error)") }
+            return (histogram, dumper.durations, dumper.events)
+        }
+        var quietMax: [Double] = [], quietTail: [Double] = [], busyMax: [Double] = [], busyTail: [Double] = []
+        var controlMax: [Double] = [], controlTail: [Double] = []
+        var dumpTimes: [UInt64] = [], events: UInt64 = 0
+        for _ in 0..<runs {
+            let quiet = try measure(dumping: false), busy = try measure(dumping: true), control = try measure(dumping: false, busy: true)
+            controlMax.append(Double(control.histogram.max))
+            controlTail.append(Double(control.histogram.valueAtPercentile(99.99)))
+            quietMax.append(Double(quiet.histogram.max))
+            quietTail.append(Double(quiet.histogram.valueAtPercentile(99.99)))
+            busyMax.append(Double(busy.histogram.max))
+            busyTail.append(Double(busy.histogram.valueAtPercentile(99.99)))
+            dumpTimes += busy.dumps
+            events = max(events, busy.events / UInt64(max(1, busy.dumps.count)))
+        }
+        let worst = busyMax.max() ?? 0
+        figures["dump_wait_max_ns"] = worst
+        figures["dump_wait_p9999_ns"] = median(busyTail)
+        figures["no_dump_max_ns"] = quietMax.max() ?? 0
+        figures["no_dump_p9999_ns"] = median(quietTail)
+        figures["busy_thread_max_ns"] = controlMax.max() ?? 0
+        figures["busy_thread_p9999_ns"] = median(controlTail)
+        figures["dump_ms"] = median(dumpTimes.map { Double($0) / 1e6 })
+        print(String(format: "dispatch while dumping    longest %9.1f µs  p99.99 %7.1f µs   (no dump: longest %.1f µs, p99.99 %.1f µs; a thread copying memory instead: longest %.1f µs, p99.99 %.1f µs)",
+                     worst / 1e3, median(busyTail) / 1e3, (quietMax.max() ?? 0) / 1e3, median(quietTail) / 1e3,
+                     (controlMax.max() ?? 0) / 1e3, median(controlTail) / 1e3))
+        print(String(format: "  %d dumps of ~%llu events, %.2f ms each (median)", dumpTimes.count, events,
+                     median(dumpTimes.map { Double($0) / 1e6 })))
     }
 
     /// ns per fire-and-forget dispatch on `first` and on `second`, measured in alternating slices of a tenth of
@@ -520,4 +593,41 @@ struct ErasedPassThrough: DispatchInterceptor {
 struct PassThrough: TypedDispatchInterceptor {
     func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                        forward: (any Dispatchable) throws -> Void) throws { try next(item) }
+}
+
+/// Dumps the flight recorder into fresh folders of `root`, one after another, until told to stop.
+private final class DumpLoop: @unchecked Sendable {
+    let root: URL
+    let stop = Atomic<Bool>(false)
+    // Written by the dumping thread, read once it has finished (ordered by the semaphore).
+    var durations: [UInt64] = []
+    var events: UInt64 = 0
+    var error: FlightRecorder.DumpError?
+
+    init(root: URL) { self.root = root }
+
+    func run() {
+        while !stop.load(ordering: .relaxed) {
+            let folder = root.appendingPathComponent(UUID().uuidString)
+            let start = nowNanoseconds()
+            do {
+                events += try FlightRecorder.shared.dump(to: folder.path)
+            } catch {
+                self.error = error
+                return
+            }
+            durations.append(nowNanoseconds() - start)
+            try? FileManager.default.removeItem(at: folder)
+        }
+    }
+
+    /// Copies 4 MiB back and forth until told to stop.
+    func copyMemory() {
+        var from = [UInt8](repeating: 1, count: 4 << 20), to = [UInt8](repeating: 0, count: 4 << 20)
+        while !stop.load(ordering: .relaxed) {
+            to.withUnsafeMutableBytes { target in from.withUnsafeBytes { target.copyMemory(from: $0) } }
+            swap(&from, &to)
+        }
+        blackHole(to[0])
+    }
 }
