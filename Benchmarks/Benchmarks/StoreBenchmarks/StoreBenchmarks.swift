@@ -2,6 +2,7 @@ import Benchmark
 import InMemoryTracing
 import Katana
 import KatanaDistributedTracing
+import KatanaFlightRecorder
 import KatanaLTTng
 import KatanaTrace
 import Tracing
@@ -140,6 +141,15 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
     } setup: {
         await makeStore(backend: InMemoryTraceBackend())
+    }
+
+    // The in-process flight recorder: every dispatch recorded into this thread's ring, with no session and no daemon
+    // (issue #41: no allocation per dispatch in steady state; its cost against an unrecorded dispatch is
+    // katana-bench micro --backend flight-recorder's, its instructions the callgrind gate's).
+    Benchmark("tracing-flight-recorder", configuration: fast()) { benchmark, store in
+        for _ in benchmark.scaledIterations { store.dispatch(Increment()) }
+    } setup: {
+        await makeStore(backend: FlightRecorder.shared)
     }
 
     // Distributed tracing with nothing bootstrapped (the no-op tracer): the backend says it is disabled, so a
