@@ -439,6 +439,8 @@ struct Micro: AsyncParsableCommand {
         }
     }
 
+
+
     /// ns per fire-and-forget updater that writes one byte of a `bytes`-byte payload, with one listener of either form.
     private func payloadWrites(count: Int, bytes: Int, backend: any TraceBackend, newStateListener: Bool) -> Double {
         let store = BenchStore(stateInitializer: { BenchState(payloadBytes: bytes) }, configuration: .init(traceBackend: backend))

@@ -122,6 +122,36 @@ extension PartialStore {
         }
     }
 
+    /// Whether an updater of `type` dispatched now is traced as one event at its end: a backend that combines, and no
+    /// budget for its type (a budgeted one is traced as three events, to time it). Out of line (see `traceStart`).
+    @usableFromInline @inline(never)
+    final func combinesWithoutItem(_ type: Any.Type) -> Bool {
+        tracerCombinesInline && budgets.limit(for: type) == nil
+    }
+
+    /// The start of an updater traced as one event, with no lane item: its start token and the parallelism.
+    @usableFromInline @inline(never)
+    final func traceInlineStart() -> (started: UInt64, parallelism: UInt32) {
+        (katana_duration_start(), UInt32(clamping: sideEffects.count))
+    }
+
+    /// The one event of an updater traced without a lane item (after its failure, if any).
+    @usableFromInline @inline(never)
+    final func traceInlineEnd(id: UInt64, parentID: UInt64, name: TraceName?, started: (started: UInt64, parallelism: UInt32),
+                              failure: KatanaError?) {
+        if let failure { traceFailure(id, failure) }
+        let outcome = failure == nil ? DispatchOutcome.ok : .error
+        guard let name else { return }
+        if let emit = nativeUpdaterInline {
+            emit(id, parentID, name.cString, name.utf8Count, started.parallelism, katana_duration_ns(started.started), outcome.rawValue)
+        } else if let record = directUpdaterInline {
+            record(id, parentID, name.cString, started.parallelism, started.started, outcome.rawValue)
+        } else {
+            tracer.updaterInline(UpdaterInlineEvent(id: id, parentID: parentID, name: name, parallelism: started.parallelism,
+                                                    durationNanoseconds: katana_duration_ns(started.started), outcome: outcome))
+        }
+    }
+
     /// Tells the backend what a traced dispatch failed with (before its end event). Out of line: only on failures.
     @usableFromInline @inline(never)
     final func traceFailure(_ id: UInt64, _ error: any Error) {
