@@ -217,24 +217,6 @@ import Testing
         #expect(FlightRecorder.shared.counts.recorded > before)
     }
 
-    /// Ten times the dispatches, the same memory: the rings are all the recorder keeps (the closing note of #41 has the
-    /// release build's 100M-dispatch figure).
-    @Test func recordingStaysInItsBoundedMemory() async throws {
-        func peak(_ iterations: Int) async throws -> (rss: Double, recorded: Bool) {
-            let json = FileManager.default.temporaryDirectory.appendingPathComponent("katana-micro-\(UUID().uuidString).json")
-            defer { try? FileManager.default.removeItem(at: json) }
-            let micro = try await runProcessSuspending(Paths.katanaBench, [
-                "micro", "--only", "fire-and-forget", "--backend", "flight-recorder", "--runs", "1", "--no-floors",
-                "--iterations", "\(iterations)", "--json", json.path])
-            try #require(micro.status == 0, "\(micro.err)")
-            let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Double])
-            return (try #require(figures["peak_rss_kb"]), micro.out.contains("flight recorder: \(iterations + 1) events recorded, 0 discarded"))
-        }
-        let small = try await peak(200_000), large = try await peak(2_000_000)
-        #expect(small.recorded && large.recorded, "every dispatch recorded, none discarded")
-        #expect(large.rss - small.rss < 8 * 1024, "peak RSS grew from \(small.rss) KB to \(large.rss) KB with 1.8M more recorded dispatches")
-    }
-
     /// New threads keep recording once every ring has been taken: a thread that ended gives its ring up (its events
     /// were dumpable until then), so a server whose thread pool comes and goes never goes quiet.
     @Test func threadsBeyondTheRingCountRecordThroughEndedThreadsRings() async throws {
@@ -294,5 +276,27 @@ func firstElement<T: Sendable>(of stream: AsyncStream<T>, within limit: Duration
         let first = await group.next() ?? nil
         group.cancelAll()
         return first
+    }
+}
+
+extension LTTngRecordingTests {
+    /// Ten times the dispatches, the same memory: the rings are all the recorder keeps (the closing note of #41 has the
+    /// release build's 100M-dispatch figure). In the serialized recording suite: katana-bench links liblttng-ust,
+    /// which maps a recording session's buffers into every process it registers — tens of MB a test's session
+    /// running meanwhile would add to one run's peak.
+    @Test func recordingStaysInItsBoundedMemory() async throws {
+        func peak(_ iterations: Int) async throws -> (rss: Double, recorded: Bool) {
+            let json = FileManager.default.temporaryDirectory.appendingPathComponent("katana-micro-\(UUID().uuidString).json")
+            defer { try? FileManager.default.removeItem(at: json) }
+            let micro = try await runProcessSuspending(Paths.katanaBench, [
+                "micro", "--only", "fire-and-forget", "--backend", "flight-recorder", "--runs", "1", "--no-floors",
+                "--iterations", "\(iterations)", "--json", json.path])
+            try #require(micro.status == 0, "\(micro.err)")
+            let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Double])
+            return (try #require(figures["peak_rss_kb"]), micro.out.contains("flight recorder: \(iterations + 1) events recorded, 0 discarded"))
+        }
+        let small = try await peak(200_000), large = try await peak(2_000_000)
+        #expect(small.recorded && large.recorded, "every dispatch recorded, none discarded")
+        #expect(large.rss - small.rss < 8 * 1024, "peak RSS grew from \(small.rss) KB to \(large.rss) KB with 1.8M more recorded dispatches")
     }
 }
