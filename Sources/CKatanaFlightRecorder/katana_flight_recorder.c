@@ -538,7 +538,10 @@ int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t erro
     if (status) return undo(path, created, 0, NULL), status;
 
     size_t count = atomic_load_explicit(&ring_count, memory_order_acquire);
-    record *records = count ? malloc(ring_records * sizeof(record)) : NULL;
+    pthread_mutex_lock(&rings_lock); /* set by katana_fr_configure, under the lock */
+    size_t per_ring = ring_records;
+    pthread_mutex_unlock(&rings_lock);
+    record *records = count ? malloc(per_ring * sizeof(record)) : NULL;
     unsigned char *made = count ? calloc(count, 1) : NULL;
     if (count && (!records || !made)) {
         free(records);
