@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "KatanaTrace", targets: ["KatanaTrace"]),
         .library(name: "KatanaLTTng", targets: ["KatanaLTTng"]),
         .library(name: "KatanaFlightRecorder", targets: ["KatanaFlightRecorder"]),
+        .library(name: "KatanaDispatchLog", targets: ["KatanaDispatchLog"]),
         .library(name: "KatanaRedux", targets: ["KatanaRedux"]),
         .library(name: "KatanaRouter", targets: ["KatanaRouter"]),
         .library(name: "KatanaDistributedTracing", targets: ["KatanaDistributedTracing"]),
@@ -59,6 +60,10 @@ let package = Package(
         .target(
             name: "KatanaFlightRecorder",
             dependencies: ["KatanaTrace", "CKatanaFlightRecorder", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "KatanaDispatchLog",
+            dependencies: ["Katana"]
         ),
         .target(
             name: "Katana",
@@ -131,7 +136,7 @@ let package = Package(
         .testTarget(
             name: "KatanaTests",
             dependencies: [
-                "Katana", "KatanaTrace", "KatanaTestSupport",
+                "Katana", "KatanaTrace", "KatanaTestSupport", "KatanaDispatchLog",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ]

@@ -1,0 +1,127 @@
+import Foundation
+import Katana
+import KatanaDispatchLog
+import Testing
+
+struct LogState: State, Codable, Equatable {
+    var total = 0
+    init() {}
+}
+
+struct AddAmount: StateUpdater, Codable {
+    let amount: Int
+    let note: String
+    func updateState(_ state: inout LogState) { state.total += amount }
+}
+
+struct ResetTotal: StateUpdater {
+    func updateState(_ state: inout LogState) { state.total = 0 }
+}
+
+/// The dispatch log's format: what a writer writes a reader reads back whole; a size limit cuts the log and says so;
+/// a log cut short or damaged gives what is whole before the damage and says how much was left out; a newer format
+/// and an unknown type are one-line errors naming them (issue #42, points 1 and 5 — recording from a store and
+/// replaying are still to come).
+@Suite struct DispatchLogTests {
+    static func temporaryLog() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("katana-log-\(UUID().uuidString).jsonl").path
+    }
+
+    @Test func whatIsWrittenIsReadBackInOrderWithItsValues() throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let writer = try DispatchLogWriter(path: path, stateType: String(reflecting: LogState.self), initialState: LogState())
+        for index in 1...500 {
+            writer.append(kind: .updater, type: String(reflecting: AddAmount.self), id: UInt64(index), parentID: UInt64(index / 10),
+                          value: AddAmount(amount: index, note: "order \"\(index)\"\n"))
+        }
+        writer.append(kind: .updater, type: String(reflecting: ResetTotal.self), id: 501, parentID: 0, value: nil)
+        var final = LogState()
+        final.total = 42
+        try writer.finish(finalState: final)
+
+        let log = try DispatchLogReader.read(path)
+        #expect(log.damage == nil)
+        #expect(log.header.stateType == "KatanaTests.LogState")
+        #expect(try JSONDecoder().decode(LogState.self, from: try #require(log.header.initialState)) == LogState())
+        guard case .complete(let finalState) = log.end else { Issue.record("\(log.end)"); return }
+        #expect(try JSONDecoder().decode(LogState.self, from: try #require(finalState)).total == 42)
+        #expect(log.entries.map(\.sequence) == Array(1...501))
+        #expect(log.entries.map(\.offsetNanoseconds) == log.entries.map(\.offsetNanoseconds).sorted())
+        #expect(log.entries[9].parentID == 1 && log.entries[500].value == nil)
+
+        var types = DispatchLogTypes()
+        types.register(AddAmount.self)
+        let item = try #require(try types.item(log.entries[6]) as? AddAmount)
+        #expect(item.amount == 7 && item.note == "order \"7\"\n")
+        // A type the replay does not know: one line naming it and where.
+        #expect(throws: DispatchLogError("line 502: KatanaTests.ResetTotal is not a type this replay knows (renamed since the log was written? register it)")) {
+            try types.item(log.entries[500])
+        }
+    }
+
+    @Test func theSizeLimitCutsTheLogAndSaysSo() throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let writer = try DispatchLogWriter(path: path, stateType: "S", initialState: nil, limitBytes: 16_384)
+        for index in 1...2_000 {
+            writer.append(kind: .updater, type: String(reflecting: AddAmount.self), id: UInt64(index), parentID: 0,
+                          value: AddAmount(amount: index, note: "n"))
+        }
+        try writer.finish(finalState: nil)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(size <= 16_384)
+        let log = try DispatchLogReader.read(path)
+        #expect(log.damage == nil)
+        guard case .cut(let reason, _, let dropped) = log.end else { Issue.record("\(log.end)"); return }
+        #expect(reason == "size limit")
+        #expect(log.entries.count > 100 && UInt64(log.entries.count) + dropped == 2_000, "\(log.entries.count) + \(dropped)")
+    }
+
+    @Test func aLogCutShortOrDamagedGivesWhatIsWholeAndSaysWhatWasLeftOut() throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let writer = try DispatchLogWriter(path: path, stateType: "S", initialState: nil)
+        for index in 1...100 {
+            writer.append(kind: .sideEffect, type: "App.Fetch", id: UInt64(index), parentID: 0, value: nil)
+        }
+        try writer.finish(finalState: nil)
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        // Cut in the middle of item 61's line (the process died while writing).
+        var lines = whole.split(separator: UInt8(ascii: "\n"))
+        let cutAt = lines[0...60].reduce(0) { $0 + $1.count + 1 } + 10
+        let short = try DispatchLogReader.read(whole.prefix(cutAt), name: "short.jsonl")
+        #expect(short.entries.count == 60)
+        #expect(short.end == .unfinished)
+        #expect(short.damage == DispatchLog.Damage(line: 62, reason: "cut short", droppedLines: 1, droppedBytes: 10), "\(String(describing: short.damage))")
+
+        // A damaged line in the middle: what is before it, nothing after (replaying past a hole would mislead).
+        lines[30] = Data("{\"seq\": 30, garbage".utf8)[...]
+        let damagedData = Data(lines.joined(separator: [UInt8(ascii: "\n")])) + Data("\n".utf8)
+        let damaged = try DispatchLogReader.read(damagedData, name: "damaged.jsonl")
+        #expect(damaged.entries.count == 29)
+        #expect(damaged.damage?.line == 31 && damaged.damage?.reason == "not a JSON object")
+        #expect(damaged.damage?.droppedLines == 102 - 30, "\(String(describing: damaged.damage))")
+
+        // A missing item (a line deleted): the gap is found.
+        var gapped = whole.split(separator: UInt8(ascii: "\n"))
+        gapped.remove(at: 50)
+        let gap = try DispatchLogReader.read(Data(gapped.joined(separator: [UInt8(ascii: "\n")])) + Data("\n".utf8), name: "gap.jsonl")
+        #expect(gap.entries.count == 49)
+        #expect(gap.damage?.reason == "item 51 where item 50 was due (items are missing)")
+    }
+
+    @Test func aNewerFormatOrNoLogAtAllIsRefusedInOneLine() throws {
+        #expect(throws: DispatchLogError("future.jsonl is a version 2 dispatch log; this build reads versions up to 1: update Katana")) {
+            try DispatchLogReader.read(Data("{\"katana_dispatch_log\":2,\"state_type\":\"S\",\"started_unix_ns\":1}\n".utf8), name: "future.jsonl")
+        }
+        #expect(throws: DispatchLogError("notes.txt is not a Katana dispatch log (its first line is no katana_dispatch_log header)")) {
+            try DispatchLogReader.read(Data("hello\n".utf8), name: "notes.txt")
+        }
+        #expect(throws: DispatchLogError.self) { try DispatchLogReader.read("/nonexistent/log.jsonl") }
+        #expect(throws: DispatchLogError("a dispatch log's size limit must be at least 4096 bytes, not 100")) {
+            try DispatchLogWriter(path: Self.temporaryLog(), stateType: "S", initialState: nil, limitBytes: 100)
+        }
+    }
+}
