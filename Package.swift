@@ -63,7 +63,7 @@ let package = Package(
         ),
         .target(
             name: "KatanaDispatchLog",
-            dependencies: ["Katana"]
+            dependencies: ["Katana", "KatanaTrace"]
         ),
         .target(
             name: "Katana",

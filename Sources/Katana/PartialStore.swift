@@ -92,6 +92,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// A native provider's `updater_inline`, called directly with the name's bytes (no event value, no retains).
     @usableFromInline final let nativeUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
+    /// ``StoreConfiguration/dispatchRecorder``: told of every updater applied and side effect started.
+    @usableFromInline final let recorder: (any DispatchRecorder)?
     /// An in-process recorder's `updater_inline`, given the start token (its end is its one clock read).
     @usableFromInline final let directUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8) -> Void)?
@@ -148,11 +150,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
                             else if tracer is NoOpTraceBackend { { 0 } } else { nil }
         self.nativeUpdaterInline = native?.updaterInlineFunction
         self.directUpdaterInline = direct?.updaterInlineSinceFunction
+        self.recorder = configuration.dispatchRecorder
         self.budgets = configuration.latencyBudgets
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
         self.listenersAreInline = configuration.listenerExecutor.isInline
-        self.sideEffects = SideEffectRegistry(lock: completionLock, tracer: tracer, budgets: configuration.latencyBudgets,
+        self.sideEffects = SideEffectRegistry(lock: completionLock, tracer: tracer, recorder: configuration.dispatchRecorder,
+                                              budgets: configuration.latencyBudgets,
                                               contextPrototype: contextPrototype)
         self.room = Lock.Condition(laneLock)
         self.lane = LaneState(backlogLimit: configuration.backlogLimit, word: laneWord)

@@ -70,6 +70,10 @@ public struct StoreConfiguration: Sendable {
     /// initialiser (see ``DispatchInterceptor``: the form to use on every dispatch's path).
     public var interceptors: [any DispatchInterceptor]
 
+    /// Receives every updater the store applies and every side effect it starts, in order (a dispatch log's
+    /// recorder); `nil`, the default, costs nothing.
+    public var dispatchRecorder: (any DispatchRecorder)?
+
     /// A configuration; every argument has the default the properties describe.
     public init(
         stateInitializerExecutor: StoreExecutor = .inline,
@@ -77,9 +81,11 @@ public struct StoreConfiguration: Sendable {
         traceBackend: (any TraceBackend)? = nil,
         backlogLimit: Int? = StoreConfiguration.defaultBacklogLimit,
         latencyBudgets: LatencyBudgets = [],
-        interceptors: [any DispatchInterceptor] = []
+        interceptors: [any DispatchInterceptor] = [],
+        dispatchRecorder: (any DispatchRecorder)? = nil
     ) {
         self.interceptors = interceptors
+        self.dispatchRecorder = dispatchRecorder
         self.latencyBudgets = latencyBudgets
         self.stateInitializerExecutor = stateInitializerExecutor
         self.listenerExecutor = listenerExecutor

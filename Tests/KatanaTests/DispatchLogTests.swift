@@ -1,6 +1,7 @@
 import Foundation
 import Katana
 import KatanaDispatchLog
+import KatanaTrace
 import Testing
 
 struct LogState: State, Codable, Equatable {
@@ -123,5 +124,57 @@ struct ResetTotal: StateUpdater {
         #expect(throws: DispatchLogError("a dispatch log's size limit must be at least 4096 bytes, not 100")) {
             try DispatchLogWriter(path: Self.temporaryLog(), stateType: "S", initialState: nil, limitBytes: 100)
         }
+    }
+
+    /// A store with a recorder: every updater in the order it was applied, every side effect as it started, parents
+    /// linking children to the side effect that dispatched them, values for Encodable types — and the updaters'
+    /// values, applied in the logged order to the logged initial state, give the logged final state.
+    @Test func aStoresDispatchesAreRecordedInTheOrderTheyApplied() async throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let recorder = try DispatchLogRecorder(path: path, initialState: LogState())
+        let store = Store<LogState, EmptySideEffectDependencyContainer>(
+            stateInitializer: { LogState() }, configuration: .init(traceBackend: NoOpTraceBackend(), dispatchRecorder: recorder))
+        for index in 1...20 { store.dispatch(AddAmount(amount: index, note: "top")) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 1...8 { group.addTask { try await store.dispatch(AddTwice(amount: index)).value } }
+            try await group.waitForAll()
+        }
+        try await store.dispatch(AddAmount(amount: 1_000, note: "last")).value
+        let final = store.state
+        try recorder.finish(finalState: final)
+
+        let log = try DispatchLogReader.read(path)
+        #expect(log.damage == nil)
+        let updaters = log.entries.filter { $0.kind == .updater }, sideEffects = log.entries.filter { $0.kind == .sideEffect }
+        #expect(updaters.count == 20 + 16 + 1 && sideEffects.count == 8)
+        #expect(sideEffects.allSatisfy { $0.type == "KatanaTests.AddTwice" && $0.parentID == 0 && $0.value != nil })
+        let sideEffectIDs = Set(sideEffects.map(\.id))
+        let children = updaters.filter { $0.parentID != 0 }
+        #expect(children.count == 16 && children.allSatisfy { sideEffectIDs.contains($0.parentID) })
+        // Each child comes after the side effect that dispatched it.
+        for child in children {
+            let parent = try #require(sideEffects.first { $0.id == child.parentID })
+            #expect(parent.sequence < child.sequence)
+        }
+
+        var types = DispatchLogTypes()
+        types.register(AddAmount.self)
+        var state = try JSONDecoder().decode(LogState.self, from: try #require(log.header.initialState))
+        for entry in updaters {
+            let updater = try #require(try types.item(entry) as? AddAmount)
+            updater.updateState(&state)
+        }
+        guard case .complete(let finalState) = log.end else { Issue.record("\(log.end)"); return }
+        #expect(state == (try JSONDecoder().decode(LogState.self, from: try #require(finalState))))
+        #expect(state == final)
+    }
+}
+
+struct AddTwice: SideEffect, Codable {
+    let amount: Int
+    func sideEffect(_ context: SideEffectContext<LogState, EmptySideEffectDependencyContainer>) async throws {
+        try await context.dispatch(AddAmount(amount: amount, note: "first")).value
+        try await context.dispatch(AddAmount(amount: amount * 10, note: "second")).value
     }
 }

@@ -99,6 +99,7 @@ extension PartialStore {
     /// updater's apply into it.
     @usableFromInline @inline(never)
     final func traceStart(_ item: LaneItem, lane: DispatchLane, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+        recorder?.applying(item.updater, id: item.id, parentID: item.parentID)
         if combined { return (katana_duration_start(), UInt32(clamping: sideEffects.count)) }
         return (traceBegin(item, lane: lane), 0)
     }

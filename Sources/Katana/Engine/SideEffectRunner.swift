@@ -19,6 +19,8 @@ final class SideEffectRegistry: @unchecked Sendable {
     /// Set when the store is released: nothing more starts.
     @usableFromInline @exclusivity(unchecked) var closed = false
     @usableFromInline let tracer: any TraceBackend
+    /// The store's dispatch recorder, told of each side effect it starts.
+    @usableFromInline let recorder: (any DispatchRecorder)?
     /// `running`, readable without the lock (for traces' `parallelism` and `sideEffectsRunning`).
     @usableFromInline let inFlight = Atomic<Int>(0)
 
@@ -42,7 +44,9 @@ final class SideEffectRegistry: @unchecked Sendable {
     /// shared object fewer (a retain and a release on a line every pool thread touches).
     @usableFromInline @exclusivity(unchecked) weak var host: (any SideEffectHost)?
 
-    init(lock: Lock, tracer: any TraceBackend, budgets: LatencyBudgets, contextPrototype: any ScopedSideEffectContext) {
+    init(lock: Lock, tracer: any TraceBackend, recorder: (any DispatchRecorder)?, budgets: LatencyBudgets,
+         contextPrototype: any ScopedSideEffectContext) {
+        self.recorder = recorder
         self.lock = lock
         self.contextPrototype = contextPrototype
         self.tracer = tracer
@@ -207,6 +211,7 @@ enum SideEffectRunner {
             return nil
         }
         guard item.id != 0 else { return 0 }
+        registry.recorder?.starting(item.sideEffect, id: item.id, parentID: item.parentID)
         registry.tracer.traceBegin(item, lane: .sideEffectPool, parallelism: parallelism)
         return registry.budgets.start(for: type(of: item.sideEffect))
     }

@@ -1,0 +1,13 @@
+/// Receives what a store applies and starts, in the order it does — the hook a dispatch log records through
+/// (`KatanaDispatchLog`'s `DispatchLogRecorder`). Set with ``StoreConfiguration/dispatchRecorder``; a store without
+/// one pays nothing for it.
+///
+/// A store with a recorder gives every dispatch an id (as while a trace backend records), so each item carries its
+/// parent's: the id of the side effect that dispatched it, 0 for a top-level dispatch.
+public protocol DispatchRecorder: AnyObject, Sendable {
+    /// An updater the store is about to apply, called under its lane: the calls come in the order the updaters are
+    /// applied. Keep it short: every dispatch of the store waits for it.
+    func applying(_ updater: any AnyStateUpdater, id: UInt64, parentID: UInt64)
+    /// A side effect the store starts (on the side effect's task, before its body).
+    func starting(_ sideEffect: any AnySideEffect, id: UInt64, parentID: UInt64)
+}
