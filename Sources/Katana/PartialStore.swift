@@ -94,6 +94,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
     /// ``StoreConfiguration/dispatchRecorder``: told of every updater applied and side effect started.
     @usableFromInline final let recorder: (any DispatchRecorder)?
+    /// `recorder != nil`.
+    @usableFromInline final let recordsDispatches: Bool
     /// An in-process recorder's `updater_inline`, given the start token (its end is its one clock read).
     @usableFromInline final let directUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8) -> Void)?
@@ -146,11 +148,14 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         self.tracerCombinesInline = tracer.combinesInlineUpdaters
         let native = tracer as? NativeTraceBackend
         let direct = tracer as? any DirectRecordingBackend
-        self.enabledCheck = if let native { native.enabledCheck } else if let direct { direct.enabledFunction }
-                            else if tracer is NoOpTraceBackend { { 0 } } else { nil }
+        // A store with a dispatch recorder gives every dispatch an id, as while its backend records: its check says so
+        // (folded in here, the untraced dispatch asks one thing, as without a recorder: callgrind's `fire_and_forget`).
+        self.enabledCheck = if configuration.dispatchRecorder != nil { { 1 } } else if let native { native.enabledCheck }
+                            else if let direct { direct.enabledFunction } else if tracer is NoOpTraceBackend { { 0 } } else { nil }
         self.nativeUpdaterInline = native?.updaterInlineFunction
         self.directUpdaterInline = direct?.updaterInlineSinceFunction
         self.recorder = configuration.dispatchRecorder
+        self.recordsDispatches = configuration.dispatchRecorder != nil
         self.budgets = configuration.latencyBudgets
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")

@@ -9,6 +9,7 @@ public struct DispatchLogError: Error, CustomStringConvertible, Equatable {
 /// Writes a dispatch log (``DispatchLogFormat``) to a file, up to a size limit: the items past it are counted, not
 /// written, and the log's last line says where it was cut. Items are encoded and written on a thread of the writer's
 /// own, so `append` costs its caller a lock and an array append (and a copy of the value); `finish` waits for them.
+/// Should that thread fall `maximumPending` items behind, the log is cut there too (memory stays bounded).
 public final class DispatchLogWriter: @unchecked Sendable {
     public let path: String
     public let limitBytes: Int
@@ -21,6 +22,7 @@ public final class DispatchLogWriter: @unchecked Sendable {
     private var finishing = false
     private var done = false
     private var cutAt: UInt64?
+    private var cutReason = "size limit"
     private var dropped: UInt64 = 0
     private var failure: DispatchLogError?
     private var written = 0  // bytes, writer thread only (and `finish` once it has ended)
@@ -61,6 +63,8 @@ public final class DispatchLogWriter: @unchecked Sendable {
 
     /// Room kept for the last line (a cut's, or a small final state's).
     static let endRoom = 256
+    /// Items waiting to be encoded, at most: past it the log is cut ("writer fell behind").
+    static let maximumPending = 1 << 16
 
     /// Nanoseconds since recording started (the `t_ns` of an item dispatched now).
     public var now: UInt64 { Self.monotonicNow() &- started }
@@ -76,6 +80,13 @@ public final class DispatchLogWriter: @unchecked Sendable {
             dropped += 1
             return
         }
+        if pending.count >= Self.maximumPending {
+            // The writer's thread cannot keep up: the log is cut here rather than memory grown without bound.
+            cutAt = offset
+            cutReason = "writer fell behind"
+            dropped += 1
+            return
+        }
         sequence += 1
         pending.append(Pending(sequence: sequence, offset: offset, kind: kind, type: type, id: id, parentID: parentID, value: value))
         if pending.count == 1 { lock.signal() }
@@ -87,12 +98,12 @@ public final class DispatchLogWriter: @unchecked Sendable {
         finishing = true
         lock.broadcast()
         while !done { lock.wait() }
-        let (cutAt, dropped, failure) = (self.cutAt, self.dropped, self.failure)
+        let (cutAt, dropped, failure, cutReason) = (self.cutAt, self.dropped, self.failure, self.cutReason)
         lock.unlock()
         if let failure { throw failure }
         var end: String
         if let cutAt {
-            end = "{\"end\":\"cut\",\"reason\":\"size limit\",\"limit_bytes\":\(limitBytes),\"at_ns\":\(cutAt),\"items_dropped\":\(dropped)}\n"
+            end = "{\"end\":\"cut\",\"reason\":\(Self.quoted(cutReason)),\"limit_bytes\":\(limitBytes),\"at_ns\":\(cutAt),\"items_dropped\":\(dropped)}\n"
         } else {
             end = "{\"end\":\"complete\""
             if let finalState, let json = try? Self.encoder.encode(finalState), written + end.utf8.count + json.count + 20 <= limitBytes {

@@ -130,6 +130,13 @@ extension PartialStore {
         tracerCombinesInline && budgets.limit(for: type) == nil
     }
 
+    /// Tells the dispatch recorder of an updater about to be applied. Out of line (and generic, so the updater is boxed
+    /// here, not in the caller): the untraced path stays as the compiler specialises it.
+    @usableFromInline @inline(never)
+    final func recordApplying<U: AnyStateUpdater>(_ updater: U, id: UInt64, parentID: UInt64) {
+        recorder?.applying(updater, id: id, parentID: parentID)
+    }
+
     /// The start of an updater traced as one event, with no lane item: its start token and the parallelism.
     @usableFromInline @inline(never)
     final func traceInlineStart() -> (started: UInt64, parallelism: UInt32) {

@@ -56,7 +56,7 @@ extension PartialStore {
             // Traced as one event at its end, no interceptors: the same, between the trace's start and end (no lane
             // item either: most of what a recorded dispatch cost over an unrecorded one in `katana-bench micro
             // --backend flight-recorder`). Its own block, so the untraced one above stays as it was.
-            if let recorder { recorder.applying(updater, id: id, parentID: parentID) }
+            if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
             let started = traceInlineStart()
             let failure = applyAndNotify(thread: thread) { (state: inout S) throws(KatanaError) in
                 try updater._apply(to: &state)
@@ -110,7 +110,7 @@ extension PartialStore {
     /// (id 0 means "not traced" everywhere in the lane).
     @inlinable
     final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
-        guard tracingEnabled || recorder != nil else { return (0, nil) }
+        guard tracingEnabled else { return (0, nil) }
         return (KatanaTracing.nextID(), TraceName.of(type))
     }
 
