@@ -63,7 +63,7 @@ let package = Package(
         ),
         .target(
             name: "KatanaDispatchLog",
-            dependencies: ["Katana", "KatanaTrace"]
+            dependencies: ["Katana", "KatanaTrace", "CKatanaTraceProvider"]
         ),
         .target(
             name: "Katana",
@@ -101,6 +101,7 @@ let package = Package(
                 "Katana",
                 "KatanaTrace",
                 "KatanaFlightRecorder",
+                "KatanaDispatchLog",
                 "CKatanaTraceProvider",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -115,7 +116,7 @@ let package = Package(
         // --trace works in it as in katana-bench.
         .target(
             name: "KatanaBench",
-            dependencies: ["KatanaBenchCore", "KatanaLTTng"]
+            dependencies: ["KatanaBenchCore", "KatanaDispatchLog", "KatanaLTTng"]
         ),
         // The trace toolkit: the package's own CTF reader (C, no library beyond libc) and the `katana-trace` CLI.
         .target(name: "CKatanaCTF"),

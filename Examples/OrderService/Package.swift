@@ -21,6 +21,7 @@ let package = Package(
             dependencies: [
                 "OrderProcessing",
                 .product(name: "KatanaLTTng", package: "Katana"),
+                .product(name: "KatanaDispatchLog", package: "Katana"),
             ]
         ),
         // The same service on Katana's in-process flight recorder: no LTTng anywhere in it (README.md, step 6).

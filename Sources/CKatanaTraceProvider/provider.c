@@ -110,3 +110,10 @@ uint64_t katana_duration_ns_slow(uint64_t token) {
     uint64_t now = monotonic_ns() & ~(UINT64_C(1) << 63);
     return now >= token ? now - token : 0;
 }
+
+void katana_name_this_thread(const char *name) {
+    char shortened[16];
+    strncpy(shortened, name, sizeof shortened - 1);
+    shortened[sizeof shortened - 1] = '\0';
+    pthread_setname_np(pthread_self(), shortened);
+}

@@ -3,4 +3,5 @@
 // `--trace-backend lttng` work in your CLI as in katana-bench (see README → Your own workloads).
 @_exported import KatanaBenchCore
 @_exported import KatanaTrace
+@_exported import KatanaDispatchLog  // DispatchLogTypes, for a BenchReplay
 import KatanaLTTng

@@ -29,3 +29,12 @@ struct TouchPayload: StateUpdater {
         if !state.payload.isEmpty { state.payload[Int(byte) % state.payload.count] = byte }
     }
 }
+
+/// An order of a few fields, `Codable`: what `micro --only dispatch-log` records into a dispatch log.
+struct LoggedOrder: StateUpdater, Codable {
+    let id: Int
+    let sku: String
+    let quantity: Int
+    let priceCents: Int
+    func updateState(_ state: inout BenchState) { state.counter &+= 1 }
+}

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Histogram
 import Katana
+import KatanaDispatchLog
 import KatanaFlightRecorder
 import KatanaTrace
 import Synchronization
@@ -26,6 +27,8 @@ struct Micro: AsyncParsableCommand {
         /// The flight recorder's dumps: the longest a dispatching thread takes while another thread dumps, against
         /// none dumping (flight-recorder backends only).
         case dumps
+        /// A dispatch log's recording cost (KatanaDispatchLog), per `Codable` updater; only when asked for.
+        case dispatchLog = "dispatch-log"
     }
 
     @Option(name: .long, parsing: .unconditional, help: "Dispatches per run (side effects: a tenth of this).")
@@ -232,6 +235,9 @@ struct Micro: AsyncParsableCommand {
                     figures["state_\(key)_new_state_listener_ns_per_op"] = median(newOnly)
                     print(String(format: "%-10@ %16.1f ns/op %17.1f ns/op", label, median(both), median(newOnly)))
                 }
+            case .dispatchLog:
+                guard only.contains(.dispatchLog) else { continue }
+                try dispatchLogCost(into: &figures)
             case .dumps:
                 guard self.backend.recordsInProcess else {
                     if only.contains(.dumps) { throw ValidationError("--only dumps measures the flight recorder's dumps: give --backend flight-recorder") }
@@ -441,6 +447,69 @@ struct Micro: AsyncParsableCommand {
     }
 
 
+
+    /// What a dispatch log adds to a fire-and-forget `Codable` updater of four fields, against an unrecorded store in
+    /// the same run (alternating slices, each short of the writer's backlog limit so the log is never cut, the writer
+    /// caught up between them off the clock); the writer thread's own time per item (encode and write); bytes per item
+    /// (issue #42's budget: at most 1 µs per item on the dispatching thread).
+    private func dispatchLogCost(into figures: inout [String: Double]) throws {
+        let count = min(iterations, 500_000)
+        let slice = min(count, 20_000)
+        var added: [Double] = [], unrecorded: [Double] = [], writerTimes: [Double] = [], bytes: [Double] = []
+        func item(_ index: Int) -> LoggedOrder {
+            LoggedOrder(id: index, sku: ["keyboard", "mouse", "monitor", "cable"][index & 3], quantity: 1 + index % 3, priceCents: 1_999)
+        }
+        for _ in 0..<runs {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("katana-micro-\(UUID().uuidString).jsonl").path
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let recorder: DispatchLogRecorder
+            do {
+                recorder = try DispatchLogRecorder(path: path, initialState: BenchState(), limitBytes: 1 << 40, checkpointEvery: 0)
+            } catch {
+                throw ValidationError("dispatch-log: \(error)")
+            }
+            let recorded = BenchStore(stateInitializer: { BenchState() }, configuration: .init(traceBackend: NoOpTraceBackend(), dispatchRecorder: recorder))
+            let plain = makeStore(backend: NoOpTraceBackend())
+            recorded.addListener { _, new in blackHole(new.counter) }
+            var recordedTime: UInt64 = 0, plainTime: UInt64 = 0, done = 0
+            while done < count {
+                let size = min(slice, count - done)
+                var start = nowNanoseconds()
+                for index in done..<(done + size) { recorded.dispatch(item(index)) }
+                recordedTime += nowNanoseconds() - start
+                recorder.writer.waitUntilWritten()
+                start = nowNanoseconds()
+                for index in done..<(done + size) { plain.dispatch(item(index)) }
+                plainTime += nowNanoseconds() - start
+                done += size
+            }
+            let written = recorder.writer.counts
+            guard written.dropped == 0, written.items == UInt64(count) else {
+                throw ValidationError("dispatch-log: the log dropped \(written.dropped) of \(count) items while measuring")
+            }
+            added.append(Double(recordedTime) / Double(count) - Double(plainTime) / Double(count))
+            unrecorded.append(Double(plainTime) / Double(count))
+            bytes.append(Double(written.bytes) / Double(count))
+            // The writer's own time per item: a backlog of a slice appended at once, then drained.
+            let writer = try DispatchLogWriter(path: path, stateType: "bench", initialState: nil, limitBytes: 1 << 40)
+            let started = nowNanoseconds()
+            for index in 0..<slice {
+                writer.append(kind: .updater, type: "KatanaBenchCore.LoggedOrder", id: UInt64(index + 1), parentID: 0, value: item(index))
+            }
+            writer.waitUntilWritten()
+            writerTimes.append(Double(nowNanoseconds() - started) / Double(slice))
+            try writer.finish(finalState: nil)
+        }
+        let extra = median(added), writer = median(writerTimes)
+        figures["dispatch_log_added_ns"] = extra
+        figures["dispatch_log_unrecorded_ns"] = median(unrecorded)
+        figures["dispatch_log_writer_ns_per_item"] = writer
+        figures["dispatch_log_bytes_per_item"] = median(bytes)
+        print(String(format: "dispatch log: +%.1f ns per recorded Codable updater (4 fields) over an unrecorded dispatch (%.1f ns, same run); budget ≤ 1000 ns",
+                     extra, median(unrecorded)))
+        print(String(format: "  its writer thread: %.1f ns per item (encode + write: sustained above %.0f items/s the log is cut, \"writer fell behind\"); %.0f bytes per item",
+                     writer, 1e9 / writer, median(bytes)))
+    }
 
     /// ns per fire-and-forget updater that writes one byte of a `bytes`-byte payload, with one listener of either form.
     private func payloadWrites(count: Int, bytes: Int, backend: any TraceBackend, newStateListener: Bool) -> Double {

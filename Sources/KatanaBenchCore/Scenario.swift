@@ -108,6 +108,14 @@ enum BenchScenarios {
     static func named(_ name: String) -> BenchScenario? { all.first { $0.name == name } }
 
     static var defaultName: String { all.first { $0.name == "side-effects" }?.name ?? all.first?.name ?? "" }
+
+    nonisolated(unsafe) private static var registeredReplay: BenchReplay?  // guarded by `lock`
+
+    /// What `replay` replays logs with: a program's, given to `KatanaBenchCLI.main(scenarios:replay:)`.
+    static var replay: BenchReplay? {
+        get { lock.withLock { registeredReplay } }
+        set { lock.withLock { registeredReplay = newValue } }
+    }
 }
 
 /// A command line of your own around your scenarios — `run` (the default), `compare` and `merge`, exactly as
@@ -116,15 +124,17 @@ enum BenchScenarios {
 ///     import KatanaBench
 ///     await KatanaBenchCLI.main(scenarios: [checkout, browse])
 public enum KatanaBenchCLI {
-    /// Parses the process's arguments and runs `run`, `compare` or `merge` with `scenarios` selectable by `-s NAME`;
-    /// exits with the command's status.
-    public static func main(scenarios: [BenchScenario]) async -> Never {
+    /// Parses the process's arguments and runs `run`, `compare`, `merge` or `replay` with `scenarios` selectable by
+    /// `-s NAME`; exits with the command's status. With `replay`, `replay LOG` replays a dispatch log recorded by
+    /// `KatanaDispatchLog`'s `DispatchLogRecorder` (see the Record and Replay guide).
+    public static func main(scenarios: [BenchScenario], replay: BenchReplay? = nil) async -> Never {
         let names = scenarios.map(\.name)
         guard !scenarios.isEmpty, Set(names).count == names.count else {
             FileHandle.standardError.write(Data("KatanaBenchCLI.main: give at least one scenario, each with its own name (got \(names))\n".utf8))
             exit(2)
         }
         BenchScenarios.use(scenarios)
+        BenchScenarios.replay = replay
         exit(await UserBenchCommand.mainWithExitCodes())
     }
 }
@@ -135,7 +145,7 @@ struct UserBenchCommand: AsyncParsableCommand {
         commandName: (CommandLine.arguments.first.map { ($0 as NSString).lastPathComponent }) ?? "bench",
         abstract: "Measure this program's Katana scenarios and report latency histograms (built on katana-bench).",
         version: "built on katana-bench \(KatanaBenchCommand.version)",
-        subcommands: [Run.self, Compare.self, Merge.self],
+        subcommands: [Run.self, Compare.self, Merge.self, Replay.self],
         defaultSubcommand: Run.self
     )
 

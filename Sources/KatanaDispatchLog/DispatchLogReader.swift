@@ -5,9 +5,23 @@ import Katana
 public struct DispatchLog: Sendable {
     public var header: DispatchLogHeader
     public var entries: [DispatchLogEntry]
+    /// The state as logged now and then (``DispatchLogRecorder``'s `checkpointEvery`), in order.
+    public var checkpoints: [Checkpoint] = []
     public var end: DispatchLogEnd
     /// Set when part of the log could not be read: the items up to the damage are in `entries`, nothing after it.
     public var damage: Damage?
+
+    /// The state after every item up to `afterSequence` (and none after it), as JSON.
+    public struct Checkpoint: Sendable, Equatable {
+        public var afterSequence: UInt64
+        public var state: Data
+        public var line: Int
+        public init(afterSequence: UInt64, state: Data, line: Int) {
+            self.afterSequence = afterSequence
+            self.state = state
+            self.line = line
+        }
+    }
 
     /// What was left out, and where it started.
     public struct Damage: Sendable, Equatable, CustomStringConvertible {
@@ -86,6 +100,15 @@ public enum DispatchLogReader {
                 if log.damage == nil, index + 1 < lines.count { damaged(at: index + 1, "lines after the log's end") }
                 break
             }
+            if let after = (object["checkpoint_after"] as? NSNumber)?.uint64Value {
+                guard after == log.entries.last?.sequence ?? 0, let state = Self.rawJSON(line, key: "state") else {
+                    damaged(at: index, "a checkpoint after item \(after) where item \(log.entries.last?.sequence ?? 0) was the last")
+                    break
+                }
+                log.checkpoints.append(DispatchLog.Checkpoint(afterSequence: after, state: state, line: index + 1))
+                index += 1
+                continue
+            }
             guard let sequence = (object["seq"] as? NSNumber)?.uint64Value, let offset = (object["t_ns"] as? NSNumber)?.uint64Value,
                   let kind = (object["kind"] as? String).flatMap(DispatchLogKind.init(rawValue:)), let type = object["type"] as? String,
                   let id = (object["id"] as? NSNumber)?.uint64Value, let parent = (object["parent"] as? NSNumber)?.uint64Value else {
@@ -121,7 +144,13 @@ public struct DispatchLogTypes: Sendable {
 
     /// Registers `type`: its items are decoded from their logged values.
     public mutating func register<T: Dispatchable & Decodable>(_ type: T.Type) {
-        decoders[String(reflecting: type)] = { data in try JSONDecoder().decode(T.self, from: data) }
+        register(type, as: String(reflecting: type))
+    }
+
+    /// Registers `type` for items a log names `name`: a type renamed since the log was written
+    /// (`register(Checkout.self, as: "Shop.PlaceOrder")`), or another body for the same item.
+    public mutating func register<T: Dispatchable & Decodable>(_ type: T.Type, as name: String) {
+        decoders[name] = { data in try JSONDecoder().decode(T.self, from: data) }
     }
 
     /// Whether items of `type` (a log's name for it) can be decoded.

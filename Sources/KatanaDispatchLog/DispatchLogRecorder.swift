@@ -1,6 +1,7 @@
 import Foundation
 import Katana
 import KatanaTrace
+import Synchronization
 
 /// Records a store's dispatches into a dispatch log (``DispatchLogFormat``): give it to the store's configuration
 /// (`StoreConfiguration(dispatchRecorder:)`), then ``finish(finalState:)`` when done. Every updater in the order the
@@ -8,14 +9,36 @@ import KatanaTrace
 /// value; encoding and writing happen on the log's own thread.
 public final class DispatchLogRecorder: DispatchRecorder {
     public let writer: DispatchLogWriter
+    /// A checkpoint of the state (when it is `Encodable`) before every this-many updaters; 0: none.
+    public let checkpointEvery: Int
+    private let updaters = Atomic<Int>(0)
 
     /// Starts a log at `path` for a store of `State`, with its initial state (written when `Encodable`).
-    public init<State>(path: String, initialState: State, limitBytes: Int = 64 << 20) throws(DispatchLogError) {
+    ///
+    /// - Parameters:
+    ///   - limitBytes: the log's size limit: past it, items are counted, not written, and the log says where it was cut.
+    ///   - checkpointEvery: log the state every this many updaters (0: never), so a replay's `--verify` can say
+    ///     between which two items it first differs rather than only that the final states differ. Each checkpoint
+    ///     costs the store one copy of the state on its next change and the writer's thread one encoding of it: with
+    ///     a large state, checkpoint rarely (`katana-bench micro --only dispatch-log` measures an item's cost).
+    public init<State>(path: String, initialState: State, limitBytes: Int = 64 << 20, checkpointEvery: Int = 1_000) throws(DispatchLogError) {
+        guard checkpointEvery >= 0 else { throw DispatchLogError("checkpointEvery must be 0 (none) or more, not \(checkpointEvery)") }
         writer = try DispatchLogWriter(path: path, stateType: String(reflecting: State.self),
                                        initialState: (initialState as? any Encodable).map(EncodableValue.init), limitBytes: limitBytes)
+        self.checkpointEvery = checkpointEvery
     }
 
-    public func applying(_ updater: any AnyStateUpdater, id: UInt64, parentID: UInt64) {
+    /// A recorder never finished (its store released, the app returned without calling ``finish(finalState:)``) still
+    /// ends its log — complete, without a final state — and its writer's thread.
+    deinit { try? writer.finish(finalState: nil) }
+
+    public func applying(_ updater: any AnyStateUpdater, id: UInt64, parentID: UInt64, stateBefore: () -> any State) {
+        if checkpointEvery > 0 {
+            let count = updaters.wrappingAdd(1, ordering: .relaxed).oldValue
+            if count > 0, count % checkpointEvery == 0, let state = stateBefore() as? any Encodable {
+                writer.appendCheckpoint(state: EncodableValue(state))
+            }
+        }
         writer.append(kind: .updater, type: TraceName.of(type(of: updater)).string, id: id, parentID: parentID,
                       value: (updater as? any Encodable).map(EncodableValue.init))
     }

@@ -1,3 +1,4 @@
+import CKatanaTraceProvider
 import Foundation
 
 /// Why a log could not be written or read: one line.
@@ -22,10 +23,19 @@ public final class DispatchLogWriter: @unchecked Sendable {
     private var finishing = false
     private var done = false
     private var cutAt: UInt64?
+    /// The first item not written once the log is cut: items before it still pending are written (they came before
+    /// the hole), none after it.
+    private var cutSequence: UInt64 = .max
     private var cutReason = "size limit"
     private var dropped: UInt64 = 0
     private var failure: DispatchLogError?
     private var written = 0  // bytes, writer thread only (and `finish` once it has ended)
+    private var writtenSoFar = 0  // `written`, for other threads (guarded by `lock`)
+    private var quotedTypes: [String: [UInt8]] = [:]  // writer thread only
+
+    private var finished = false
+    /// The writer's thread is encoding or writing a batch taken from `pending`.
+    private var writing = false
 
     private struct Pending {
         var sequence: UInt64
@@ -35,6 +45,8 @@ public final class DispatchLogWriter: @unchecked Sendable {
         var id: UInt64
         var parentID: UInt64
         var value: (any Encodable & Sendable)?
+        /// A checkpoint rather than an item: the state after item `sequence` (in `value`).
+        var isCheckpoint = false
     }
 
     /// Creates (or truncates) `path` and writes the header. `limitBytes` bounds the whole file.
@@ -48,7 +60,7 @@ public final class DispatchLogWriter: @unchecked Sendable {
         self.file = file
         var header = "{\"katana_dispatch_log\":\(DispatchLogFormat.version),\"state_type\":\(Self.quoted(stateType)),"
             + "\"started_unix_ns\":\(UInt64(max(0, Date().timeIntervalSince1970 * 1e9)))"
-        if let initialState, let json = try? Self.encoder.encode(initialState) {
+        if let initialState, let json = try? encoder.encode(initialState) {
             header += ",\"initial_state\":" + String(decoding: json, as: UTF8.self)
         }
         header += "}\n"
@@ -57,7 +69,11 @@ public final class DispatchLogWriter: @unchecked Sendable {
         }
         do { try file.write(contentsOf: Data(header.utf8)) } catch { throw DispatchLogError("cannot write \(path): \(error.localizedDescription)") }
         written = header.utf8.count
-        let thread = Thread { [self] in drain() }
+        let thread = Thread { [self] in
+            // Named in `top`, `perf` and traces (Thread.name does not reach the kernel here; 15 bytes at most).
+            katana_name_this_thread("katana-disp-log")
+            drain()
+        }
         thread.start()
     }
 
@@ -83,6 +99,7 @@ public final class DispatchLogWriter: @unchecked Sendable {
         if pending.count >= Self.maximumPending {
             // The writer's thread cannot keep up: the log is cut here rather than memory grown without bound.
             cutAt = offset
+            cutSequence = sequence + 1
             cutReason = "writer fell behind"
             dropped += 1
             return
@@ -92,9 +109,41 @@ public final class DispatchLogWriter: @unchecked Sendable {
         if pending.count == 1 { lock.signal() }
     }
 
-    /// Writes what is pending and the last line (`finalState` when the state is `Encodable`), and closes the file.
+    /// Logs the state as it is after every item appended so far: a checkpoint, which a replay's `--verify` compares
+    /// against to name where a replay first differs. Encoded on the writer's thread like an item; one that does not
+    /// fit under the size limit is left out (the log goes on).
+    public func appendCheckpoint(state: any Encodable & Sendable) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !finishing, cutAt == nil, pending.count < Self.maximumPending else { return }
+        pending.append(Pending(sequence: sequence, offset: 0, kind: .updater, type: "", id: 0, parentID: 0, value: state, isCheckpoint: true))
+        if pending.count == 1 { lock.signal() }
+    }
+
+    /// Waits until every item appended so far is written to the file (or counted as dropped).
+    public func waitUntilWritten() {
+        lock.lock()
+        while (!pending.isEmpty || writing) && !done { lock.wait() }
+        lock.unlock()
+    }
+
+    /// Items and bytes written so far, and items dropped (past the size limit, or when the writer fell behind).
+    public var counts: (items: UInt64, bytes: Int, dropped: UInt64) {
+        lock.withLock { (sequence - UInt64(pending.count), writtenSoFar, dropped) }
+    }
+
+    /// Whether ``finish(finalState:)`` has run.
+    public var isFinished: Bool { lock.withLock { finished } }
+
+    /// Writes what is pending and the last line (`finalState` when the state is `Encodable`), and closes the file;
+    /// the writer's thread ends. A second call does nothing.
     public func finish(finalState: (any Encodable & Sendable)?) throws(DispatchLogError) {
         lock.lock()
+        if finished {
+            lock.unlock()
+            return
+        }
+        finished = true
         finishing = true
         lock.broadcast()
         while !done { lock.wait() }
@@ -106,7 +155,7 @@ public final class DispatchLogWriter: @unchecked Sendable {
             end = "{\"end\":\"cut\",\"reason\":\(Self.quoted(cutReason)),\"limit_bytes\":\(limitBytes),\"at_ns\":\(cutAt),\"items_dropped\":\(dropped)}\n"
         } else {
             end = "{\"end\":\"complete\""
-            if let finalState, let json = try? Self.encoder.encode(finalState), written + end.utf8.count + json.count + 20 <= limitBytes {
+            if let finalState, let json = try? encoder.encode(finalState), written + end.utf8.count + json.count + 20 <= limitBytes {
                 end += ",\"final_state\":" + String(decoding: json, as: UTF8.self)
             }
             end += "}\n"
@@ -127,22 +176,34 @@ public final class DispatchLogWriter: @unchecked Sendable {
             let batch = pending
             pending.removeAll(keepingCapacity: true)
             let last = finishing && batch.isEmpty
+            writing = !last
             lock.unlock()
             if last { break }
-            // Once cut, nothing more is written: a later, smaller item must not slip in after the hole.
+            defer {
+                lock.lock()
+                writing = false
+                lock.broadcast()
+                lock.unlock()
+            }
+            // Once cut, nothing after the hole is written: a later, smaller item must not slip in after it.
             lock.lock()
-            let alreadyCut = cutAt != nil
+            let firstCut = cutSequence
             lock.unlock()
-            var chunk = Data()
-            var firstUnwritten = alreadyCut ? 0 : batch.count
-            if !alreadyCut {
-                for (index, item) in batch.enumerated() {
-                    let line = Self.line(item)
-                    if written + chunk.count + line.count + Self.endRoom > limitBytes {
-                        firstUnwritten = index
-                        break
-                    }
-                    chunk.append(line)
+            var chunk: [UInt8] = []
+            var firstUnwritten = batch.count
+            for (index, item) in batch.enumerated() {
+                if item.sequence >= firstCut {  // (a checkpoint's sequence is the last item before it)
+                    firstUnwritten = index
+                    break
+                }
+                let before = chunk.count
+                appendLine(item, to: &chunk)
+                if written + chunk.count + Self.endRoom > limitBytes {
+                    chunk.removeLast(chunk.count - before)
+                    // A checkpoint is evidence, not traffic: one too big to fit is left out and the items go on.
+                    if item.isCheckpoint { continue }
+                    firstUnwritten = index
+                    break
                 }
             }
             var writeFailure: DispatchLogError?
@@ -150,15 +211,20 @@ public final class DispatchLogWriter: @unchecked Sendable {
                 do {
                     try file.write(contentsOf: chunk)
                     written += chunk.count
+                    lock.withLock { writtenSoFar = written }
                 } catch {
                     writeFailure = DispatchLogError("cannot write \(path): \(error.localizedDescription)")
                 }
             }
             if firstUnwritten < batch.count || writeFailure != nil {
+                let unwritten = batch[min(firstUnwritten, batch.count)...].filter { !$0.isCheckpoint }
                 lock.lock()
                 if let writeFailure, failure == nil { failure = writeFailure }
-                cutAt = cutAt ?? batch[min(firstUnwritten, batch.count - 1)].offset
-                dropped += UInt64(batch.count - firstUnwritten)
+                if cutAt == nil, let first = unwritten.first {
+                    cutAt = first.offset
+                    cutSequence = first.sequence
+                }
+                dropped += UInt64(unwritten.count)
                 lock.unlock()
             }
         }
@@ -168,24 +234,66 @@ public final class DispatchLogWriter: @unchecked Sendable {
         lock.unlock()
     }
 
-    private static func line(_ item: Pending) -> Data {
-        var text = "{\"seq\":\(item.sequence),\"t_ns\":\(item.offset),\"kind\":\"\(item.kind.rawValue)\",\"type\":\(quoted(item.type)),"
-            + "\"id\":\(item.id),\"parent\":\(item.parentID)"
-        if let value = item.value, let json = try? encoder.encode(value) {
-            text += ",\"value\":" + String(decoding: json, as: UTF8.self)
+    /// Appends an item's (or a checkpoint's) line. Bytes straight into the chunk, each type's quoted name made once:
+    /// building each line as a string was most of the writer's time per item (`katana-bench micro --only dispatch-log`).
+    private func appendLine(_ item: Pending, to chunk: inout [UInt8]) {
+        if item.isCheckpoint {
+            guard let value = item.value, let json = try? encoder.encode(value) else { return }
+            chunk.append(contentsOf: #"{"checkpoint_after":"#.utf8)
+            chunk.append(contentsOf: String(item.sequence).utf8)
+            chunk.append(contentsOf: #","state":"#.utf8)
+            chunk.append(contentsOf: json)
+            chunk.append(contentsOf: "}\n".utf8)
+            return
         }
-        text += "}\n"
-        return Data(text.utf8)
+        chunk.append(contentsOf: #"{"seq":"#.utf8)
+        chunk.append(contentsOf: String(item.sequence).utf8)
+        chunk.append(contentsOf: #","t_ns":"#.utf8)
+        chunk.append(contentsOf: String(item.offset).utf8)
+        chunk.append(contentsOf: item.kind == .updater ? #","kind":"updater","type":"#.utf8 : #","kind":"side_effect","type":"#.utf8)
+        if let quoted = quotedTypes[item.type] {
+            chunk.append(contentsOf: quoted)
+        } else {
+            let quoted = Array(Self.quoted(item.type).utf8)
+            quotedTypes[item.type] = quoted
+            chunk.append(contentsOf: quoted)
+        }
+        chunk.append(contentsOf: #","id":"#.utf8)
+        chunk.append(contentsOf: String(item.id).utf8)
+        chunk.append(contentsOf: #","parent":"#.utf8)
+        chunk.append(contentsOf: String(item.parentID).utf8)
+        if let value = item.value, let json = try? encoder.encode(value) {
+            chunk.append(contentsOf: #","value":"#.utf8)
+            chunk.append(contentsOf: json)
+        }
+        chunk.append(contentsOf: "}\n".utf8)
     }
 
-    private static var encoder: JSONEncoder {
+    // One encoder per log, used by one thread at a time (`init`, then the writer's thread, then `finish` once it has
+    // ended): building one per item was a large share of an item's encoding (`katana-bench micro --only dispatch-log`).
+    private let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
-    }
+    }()
 
+    /// `text` as a JSON string. By hand: an encoder per call was most of what the writer's thread spent on an
+    /// item's type name (`katana-bench micro --only dispatch-log`).
     static func quoted(_ text: String) -> String {
-        String(decoding: (try? JSONEncoder().encode(text)) ?? Data("\"?\"".utf8), as: UTF8.self)
+        var result = "\""
+        result.reserveCapacity(text.utf8.count + 2)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20: result += String(format: "\\u%04x", scalar.value)
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
     }
 
     static func monotonicNow() -> UInt64 {

@@ -99,7 +99,7 @@ extension PartialStore {
     /// updater's apply into it.
     @usableFromInline @inline(never)
     final func traceStart(_ item: LaneItem, lane: DispatchLane, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
-        recorder?.applying(item.updater, id: item.id, parentID: item.parentID)
+        recorder?.applying(item.updater, id: item.id, parentID: item.parentID, stateBefore: { _state })
         if combined { return (katana_duration_start(), UInt32(clamping: sideEffects.count)) }
         return (traceBegin(item, lane: lane), 0)
     }
@@ -134,7 +134,7 @@ extension PartialStore {
     /// here, not in the caller): the untraced path stays as the compiler specialises it.
     @usableFromInline @inline(never)
     final func recordApplying<U: AnyStateUpdater>(_ updater: U, id: UInt64, parentID: UInt64) {
-        recorder?.applying(updater, id: id, parentID: parentID)
+        recorder?.applying(updater, id: id, parentID: parentID, stateBefore: { _state })
     }
 
     /// The start of an updater traced as one event, with no lane item: its start token and the parallelism.

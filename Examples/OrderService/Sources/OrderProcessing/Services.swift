@@ -44,7 +44,7 @@ public typealias ShopContext = SideEffectContext<ShopState, ShopDependencies>
 
 /// An order from start to end: reserve the stock, charge, ship. Any failure fails the order (and releases its
 /// stock); the error is rethrown so the caller's handle reports it.
-public struct ProcessOrder: SideEffect {
+public struct ProcessOrder: SideEffect, Codable {
     public let orderID: Int
     public init(orderID: Int) { self.orderID = orderID }
 
@@ -60,7 +60,7 @@ public struct ProcessOrder: SideEffect {
     }
 }
 
-public struct ChargePayment: SideEffect {
+public struct ChargePayment: SideEffect, Codable {
     public let orderID: Int
     public func sideEffect(_ context: ShopContext) async throws {
         guard let order = context.getState().orders[orderID] else { throw ShopError.unknownOrder(orderID) }
@@ -71,7 +71,7 @@ public struct ChargePayment: SideEffect {
     }
 }
 
-public struct ShipOrder: SideEffect {
+public struct ShipOrder: SideEffect, Codable {
     public let orderID: Int
     public func sideEffect(_ context: ShopContext) async throws {
         try await context.interval("warehouse") { try await context.dependencies.warehouse.ship(orderID) }

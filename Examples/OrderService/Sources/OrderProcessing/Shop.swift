@@ -1,12 +1,12 @@
 import Katana
 
 /// One order's life: placed → reserved → paid → shipped, or failed on the way.
-public enum OrderStatus: Sendable, Equatable {
+public enum OrderStatus: Sendable, Equatable, Codable {
     case placed, reserved, paid, shipped
     case failed(String)
 }
 
-public struct Order: Sendable, Equatable {
+public struct Order: Sendable, Equatable, Codable {
     public let id: Int
     public let sku: String
     public let quantity: Int
@@ -21,7 +21,7 @@ public struct Order: Sendable, Equatable {
     }
 }
 
-public struct ShopState: State {
+public struct ShopState: State, Codable, Equatable {
     public var orders: [Int: Order] = [:]
     public var stock: [String: Int]
     public var revenueCents = 0
@@ -49,14 +49,14 @@ public enum ShopError: Error, Equatable, CustomStringConvertible {
 
 // MARK: - State updaters: the only code that changes the state.
 
-public struct PlaceOrder: StateUpdater {
+public struct PlaceOrder: StateUpdater, Codable {
     public let order: Order
     public init(_ order: Order) { self.order = order }
     public func updateState(_ state: inout ShopState) { state.orders[order.id] = order }
 }
 
 /// Takes the order's items from stock, or throws (and changes nothing) when there are too few.
-public struct ReserveStock: ThrowingStateUpdater {
+public struct ReserveStock: ThrowingStateUpdater, Codable {
     public let orderID: Int
     public init(orderID: Int) { self.orderID = orderID }
     public func updateState(_ state: inout ShopState) throws {
@@ -68,7 +68,7 @@ public struct ReserveStock: ThrowingStateUpdater {
     }
 }
 
-public struct RecordPayment: StateUpdater {
+public struct RecordPayment: StateUpdater, Codable {
     public let orderID: Int
     public let amountCents: Int
     public init(orderID: Int, amountCents: Int) {
@@ -81,14 +81,14 @@ public struct RecordPayment: StateUpdater {
     }
 }
 
-public struct MarkShipped: StateUpdater {
+public struct MarkShipped: StateUpdater, Codable {
     public let orderID: Int
     public init(orderID: Int) { self.orderID = orderID }
     public func updateState(_ state: inout ShopState) { state.orders[orderID]?.status = .shipped }
 }
 
 /// Fails the order and, if its stock was reserved, puts the items back.
-public struct FailOrder: StateUpdater {
+public struct FailOrder: StateUpdater, Codable {
     public let orderID: Int
     public let reason: String
     public func updateState(_ state: inout ShopState) {

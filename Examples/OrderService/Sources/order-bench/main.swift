@@ -2,6 +2,8 @@
 // compare, merge, --plot, --trace — from this one file. Usage: order-bench --help; e.g.
 //   order-bench -s checkout --concurrency 16 --duration 5 --repeat 5 --json before.json
 //   order-bench compare before.json after.json --format markdown
+//   order-bench replay orders.log --pace recorded --verify        (a log from order-service --record orders.log)
+import Foundation
 import Katana
 import KatanaBench
 import OrderProcessing
@@ -66,4 +68,34 @@ let bookkeeping = BenchScenario("bookkeeping", summary: "place, reserve, pay and
     }
 }
 
-await KatanaBenchCLI.main(scenarios: [checkout, bookkeeping])
+/// Replays order-service's dispatch logs (`order-service --record LOG`, then `order-bench replay LOG`): its updaters
+/// decoded by name, into a fresh shop with the log's initial state.
+func replayTypes() -> DispatchLogTypes {
+    var types = DispatchLogTypes()
+    types.register(PlaceOrder.self)
+    types.register(ReserveStock.self)
+    types.register(RecordPayment.self)
+    types.register(MarkShipped.self)
+    types.register(FailOrder.self)
+    // A demonstration of `--verify` failing: ORDER_BENCH_CHANGE=record-payment replays RecordPayment with a changed
+    // body (it books twice the amount), as a regression in the updater would.
+    if ProcessInfo.processInfo.environment["ORDER_BENCH_CHANGE"] == "record-payment" {
+        types.register(RecordPaymentBookingTwice.self, as: String(reflecting: RecordPayment.self))
+    }
+    return types
+}
+
+struct RecordPaymentBookingTwice: StateUpdater, Codable {
+    let orderID: Int
+    let amountCents: Int
+    func updateState(_ state: inout ShopState) {
+        state.orders[orderID]?.status = .paid
+        state.revenueCents += 2 * amountCents
+    }
+}
+
+let replay = BenchReplay(types: replayTypes()) { context, initialState in
+    ShopStore(stateInitializer: { initialState }, configuration: .init(traceBackend: context.traceBackend))
+}
+
+await KatanaBenchCLI.main(scenarios: [checkout, bookkeeping], replay: replay)

@@ -1,0 +1,451 @@
+import ArgumentParser
+import Foundation
+import Katana
+import KatanaDispatchLog
+import KatanaTrace
+
+/// What `replay` needs from your program to replay a dispatch log: the item types the log may hold, and how to build a
+/// fresh store from the log's initial state. Give it to ``KatanaBenchCLI/main(scenarios:replay:)``.
+///
+///     var types = DispatchLogTypes()
+///     types.register(PlaceOrder.self)
+///     let replay = BenchReplay(types: types) { context, initialState in
+///         ShopStore(stateInitializer: { initialState }, configuration: .init(traceBackend: context.traceBackend))
+///     }
+public struct BenchReplay: Sendable {
+    let stateType: String
+    let types: DispatchLogTypes
+    let makeStore: @Sendable (BenchContext, Data?) throws -> ReplayStore
+    let verifies: Bool
+
+    /// A replay whose `--verify` compares states: the state is `Codable` and `Equatable`.
+    public init<S: State & Codable & Equatable, D: SideEffectDependencyContainer>(
+        types: DispatchLogTypes, store: @escaping @Sendable (_ context: BenchContext, _ initialState: S) throws -> Store<S, D>
+    ) {
+        stateType = String(reflecting: S.self)
+        self.types = types
+        verifies = true
+        makeStore = { context, initial in
+            let store = try store(context, try ReplayStore.decode(S.self, initial))
+            return ReplayStore(store, matches: { json in try ReplayStore.decode(S.self, json) == store.state },
+                               diagnose: { start, items, recordedEnd in
+                                   try ReplayStore.diagnose(S.self, from: start, items: items, recordedEnd: recordedEnd)
+                               })
+        }
+    }
+
+    /// A replay of a state that is only `Decodable`: it replays as a workload; `--verify` is refused.
+    public init<S: State & Decodable, D: SideEffectDependencyContainer>(
+        types: DispatchLogTypes, store: @escaping @Sendable (_ context: BenchContext, _ initialState: S) throws -> Store<S, D>
+    ) {
+        stateType = String(reflecting: S.self)
+        self.types = types
+        verifies = false
+        makeStore = { context, initial in
+            ReplayStore(try store(context, try ReplayStore.decode(S.self, initial)), matches: nil, diagnose: nil)
+        }
+    }
+}
+
+/// A replay's store, its state type erased.
+struct ReplayStore: Sendable {
+    let dispatch: @Sendable (any Dispatchable) -> DispatchHandle<any Sendable>
+    /// Whether the store's state now equals the state a log recorded (JSON).
+    let matches: (@Sendable (Data) throws -> Bool)?
+    /// Where a stretch of items first makes the replay differ (see `diagnose`).
+    let diagnose: (@Sendable (Data, [ReplayItem], Data) throws -> String)?
+
+    init<S: State, D: SideEffectDependencyContainer>(_ store: Store<S, D>, matches: (@Sendable (Data) throws -> Bool)?,
+                                                     diagnose: (@Sendable (Data, [ReplayItem], Data) throws -> String)?) {
+        dispatch = { store.anyDispatch($0) }
+        self.matches = matches
+        self.diagnose = diagnose
+    }
+
+    static func decode<S: Decodable>(_: S.Type, _ json: Data?) throws -> S {
+        guard let json else { throw ValidationError("the log holds no initial state (its state was not Encodable when recorded): nothing to replay from") }
+        do {
+            return try JSONDecoder().decode(S.self, from: json)
+        } catch {
+            throw ValidationError("the log's state does not decode as \(String(reflecting: S.self)): \(error)")
+        }
+    }
+
+    /// The stretch between the last checkpoint that matched (`start`) and the first that did not (`recordedEnd`):
+    /// applies its items one by one from `start` and names the first that changes a part of the state where the
+    /// replay ends up differing from the recording — the item whose code changed, when the difference is something the
+    /// replay did. The paths that differ are named either way.
+    static func diagnose<S: State & Codable>(_: S.Type, from start: Data, items: [ReplayItem], recordedEnd: Data) throws -> String {
+        var state = try JSONDecoder().decode(S.self, from: start)
+        var states: [Any] = [try jsonObject(state)]
+        for item in items {
+            if let updater = item.item as? any AnyStateUpdater, let next = try? updater.updatedState(currentState: state) as? S {
+                state = next
+            }
+            states.append(try jsonObject(state))
+        }
+        let recorded = try JSONSerialization.jsonObject(with: recordedEnd, options: [.fragmentsAllowed])
+        var paths: [[String]] = []
+        differences(states.last!, recorded, path: [], into: &paths)
+        let shown = paths.prefix(5).map { path in
+            let name = path.isEmpty ? "(the whole state)" : path.joined(separator: ".")
+            return "\(name): recorded \(text(at: path, in: recorded)), replayed \(text(at: path, in: states.last!))"
+        }
+        let listed = shown.joined(separator: "; ") + (paths.count > 5 ? "; and \(paths.count - 5) more" : "")
+        for (index, item) in items.enumerated() {
+            let changed = paths.contains { path in text(at: path, in: states[index]) != text(at: path, in: states[index + 1]) }
+            if changed {
+                return "the first item that changes what differs is item \(item.sequence), \(item.type) (log line \(item.line))\n"
+                    + "  differs: \(listed)"
+            }
+        }
+        return "no replayed item of items \(items.first?.sequence ?? 0)…\(items.last?.sequence ?? 0) changes what differs "
+            + "(the recorded run changed it: an updater that no longer does?)\n  differs: \(listed)"
+    }
+
+    static func jsonObject<S: Encodable>(_ state: S) throws -> Any {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return try JSONSerialization.jsonObject(with: try encoder.encode(state), options: [.fragmentsAllowed])
+    }
+
+    /// Paths (keys, array indices) where two JSON values differ, deepest first reached.
+    static func differences(_ a: Any, _ b: Any, path: [String], into paths: inout [[String]]) {
+        if let a = a as? [String: Any], let b = b as? [String: Any] {
+            for key in Set(a.keys).union(b.keys).sorted() {
+                switch (a[key], b[key]) {
+                case let (x?, y?): differences(x, y, path: path + [key], into: &paths)
+                default: paths.append(path + [key])
+                }
+            }
+        } else if let a = a as? [Any], let b = b as? [Any], a.count == b.count {
+            for index in a.indices { differences(a[index], b[index], path: path + ["\(index)"], into: &paths) }
+        } else if text(a) != text(b) {
+            paths.append(path)
+        }
+    }
+
+    static func text(_ value: Any?) -> String {
+        guard let value else { return "(absent)" }
+        guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]) else { return "?" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func text(at path: [String], in value: Any) -> String {
+        var current: Any? = value
+        for key in path {
+            if let object = current as? [String: Any] { current = object[key] }
+            else if let array = current as? [Any], let index = Int(key), array.indices.contains(index) { current = array[index] }
+            else { current = nil }
+        }
+        return text(current)
+    }
+}
+
+/// One updater of a log, decoded for replay.
+struct ReplayItem: @unchecked Sendable {  // `item` is a Dispatchable (Sendable) held as `any Dispatchable`
+    let item: any Dispatchable
+    let sequence: UInt64
+    let offset: UInt64
+    let type: String
+    let line: Int
+    let metric: BenchMetric
+}
+
+/// A log made ready to replay: its updaters decoded, what it skips, where its checkpoints fall.
+struct ReplayPlan: Sendable {
+    let log: DispatchLog
+    let items: [ReplayItem]
+    let sideEffects: Int
+    /// For an item's index, the checkpoint (index into `log.checkpoints`) that follows it, if one does before the next
+    /// updater.
+    let checkpointAfter: [Int: Int]
+
+    init(log: DispatchLog, replay: BenchReplay) throws {
+        self.log = log
+        guard log.header.stateType == replay.stateType else {
+            throw ValidationError("the log records a store of \(log.header.stateType); this replay builds a store of \(replay.stateType)")
+        }
+        var items: [ReplayItem] = []
+        var metrics: [String: BenchMetric] = [:]
+        var sideEffects = 0
+        for entry in log.entries {
+            guard entry.kind == .updater else {
+                sideEffects += 1
+                continue
+            }
+            let item: any Dispatchable
+            do {
+                item = try replay.types.item(entry)
+            } catch {
+                throw ValidationError(error.description)
+            }
+            let short = entry.type.split(separator: ".").last.map(String.init) ?? entry.type
+            let metric = metrics[entry.type] ?? BenchMetric("replay.\(short)", label: "\(short) (sent, or due at the recorded pace → applied)")
+            metrics[entry.type] = metric
+            items.append(ReplayItem(item: item, sequence: entry.sequence, offset: entry.offsetNanoseconds, type: entry.type,
+                                    line: entry.line, metric: metric))
+        }
+        self.items = items
+        self.sideEffects = sideEffects
+        var after: [Int: Int] = [:]
+        var next = 0
+        for (index, checkpoint) in log.checkpoints.enumerated() {
+            // The last updater at or before the checkpoint's sequence.
+            while next < items.count, items[next].sequence <= checkpoint.afterSequence { next += 1 }
+            if next > 0 { after[next - 1] = index }
+        }
+        checkpointAfter = after
+    }
+}
+
+/// `replay`: a dispatch log's updaters into a fresh store, in the recorded order, at the recorded pace or flat out.
+struct Replay: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Replay a dispatch log (KatanaDispatchLog) into a fresh store and report latency histograms; --verify checks it ends where the recording did.",
+        discussion: """
+        Every updater of the log is dispatched in the order the recorded store applied it; side effects are not re-run
+        (the updaters they dispatched are in the log, and are replayed in their place). The result is a katana-bench
+        result: `compare`, `merge` and the CI gate read its --json.
+        """)
+
+    enum Pace: String, ExpressibleByArgument, CaseIterable {
+        case recorded
+        case flatOut = "flat-out"
+    }
+
+    @Argument(help: "The dispatch log (a DispatchLogRecorder's file).")
+    var log: String
+    @Option(help: "recorded: each updater is due at its recorded time (open loop; latency counts from when it was due); flat-out: the next is sent as soon as --in-flight allows (closed loop).")
+    var pace: Pace = .flatOut
+    @Option(parsing: .unconditional, help: "With --pace recorded: play this many times faster than recorded.")
+    var speed: Double = 1
+    @Option(parsing: .unconditional, help: "With --pace flat-out: updaters dispatched and not yet applied, at most (1: each waits for the one before).")
+    var inFlight: Int = 1
+    @Flag(help: "Check that the replay ends in the recorded final state, and passes through every recorded checkpoint; name the first item after which it differs. Exit 1 when it does not.")
+    var verify = false
+    @Flag(help: "Also dispatch the same updaters back to back (fire-and-forget) into another fresh store and report that rate (direct_per_second).")
+    var direct = false
+    @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder, lttng+flight-recorder.")
+    var traceBackend: Micro.Backend = .default
+    @Option(name: .customLong("repeat"), parsing: .unconditional, help: "Independent repetitions, each a fresh store replaying the whole log.")
+    var repetitions: Int = 1
+    @Option(help: "Write all figures, parameters and environment as JSON to this file.")
+    var json: String?
+    @Option(help: "Write HdrHistogram percentile-distribution (.hgrm) files into this directory.")
+    var hgrm: String?
+    @Option(help: "Write a latency-by-percentile SVG chart to this file.")
+    var plot: String?
+
+    func validate() throws {
+        guard let replay = BenchScenarios.replay else {
+            throw ValidationError("this program replays no dispatch logs: give KatanaBenchCLI.main a BenchReplay (replay:)")
+        }
+        try checkRange(speed, 0.001...1_000_000, "--speed")
+        try checkRange(inFlight, 1...1_000_000, "--in-flight")
+        try checkRange(repetitions, 1...1_000, "--repeat")
+        if verify, !replay.verifies {
+            throw ValidationError("--verify compares states: this replay's state type \(replay.stateType) is not Codable and Equatable")
+        }
+        for path in [json, plot].compactMap({ $0 }) { try checkWritable(file: path) }
+        if let hgrm { try checkWritable(directory: hgrm) }
+    }
+
+    func run() async throws {
+        Interruption.shared.install()
+        let replay = BenchScenarios.replay!
+        let log: DispatchLog
+        do {
+            log = try DispatchLogReader.read(self.log)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let plan = try ReplayPlan(log: log, replay: replay)
+        let warn = { (line: String) in FileHandle.standardError.write(Data("replay: \(line)\n".utf8)) }
+        if let damage = log.damage { warn("\(self.log) is damaged at \(damage); replaying the \(log.entries.count) items before it") }
+        switch log.end {
+        case let .cut(reason, _, dropped): warn("the log was cut (\(reason)): \(dropped) items after it were not recorded")
+        case .unfinished where log.damage == nil: warn("the log has no end line (its app stopped while recording): replaying what it holds")
+        default: break
+        }
+        guard !plan.items.isEmpty else { throw ValidationError("\(self.log) holds no updaters to replay") }
+        warn("\(plan.items.count) updaters to replay; \(plan.sideEffects) side effects not re-run (the updaters they dispatched are replayed in their place)")
+
+        let context = BenchResult.Context.current()
+        var runs: [BenchResult] = []
+        var histograms: [Metric: LatencyHistogram] = [:]
+        var verdict: String?
+        for _ in 0..<repetitions {
+            let (result, own, outcome) = try await execute(plan, replay: replay)
+            runs.append(result)
+            for (metric, histogram) in own { histograms[metric, default: makeHistogram()].add(histogram) }
+            verdict = verdict ?? outcome
+            if Interruption.shared.requested || outcome?.hasPrefix("FAILED") == true { break }
+        }
+        let harness = BenchResult.Harness(sampleCostNanoseconds: Report.measureSampleCost())
+        for index in runs.indices { runs[index].harness = harness }
+        var combined = BenchResult.combining(runs, repetitions: runs.flatMap(\.samples),
+                                             histograms: Dictionary(uniqueKeysWithValues: histograms.map { ($0.key.name, $0.value) }))
+        combined.context = context
+        if Interruption.shared.requested { combined.interrupted = true }
+        var table = Report.table(combined)
+        if let direct = combined.throughput["direct_per_second"] {
+            table += String(format: "\nthe same updaters dispatched back to back (--direct): %.0f/s", direct)
+        }
+        if json == "-" { FileHandle.standardError.write(Data((table + "\n").utf8)) } else { print(table) }
+        do {
+            if let json { try Report.writeJSON(combined, to: json) }
+            if let hgrm { try Report.writeHgrm(histograms, to: hgrm) }
+            if let plot {
+                let chart = Plot.svg(histograms: histograms, title: "replay \((self.log as NSString).lastPathComponent)",
+                                     subtitle: Report.subtitle(combined), baseline: nil, baselineName: "")
+                try writeOutput(Data(chart.utf8), to: plot)
+            }
+        } catch {
+            throw ValidationError("could not write the output: \(error.localizedDescription)")
+        }
+        if let verdict {
+            warn("verify: \(verdict)")
+            if verdict.hasPrefix("FAILED") { throw ExitCode(1) }
+        }
+        if Interruption.shared.requested { throw ExitCode(130) }
+    }
+
+    /// One repetition: a fresh store, the whole log. Returns the result, its histograms and, with --verify, the verdict.
+    func execute(_ plan: ReplayPlan, replay: BenchReplay) async throws -> (BenchResult, [Metric: LatencyHistogram], String?) {
+        let recorders = Recorders()
+        let context = BenchContext(workers: 1, options: [:], traceBackend: try traceBackend.make(), recorders: recorders,
+                                   knobs: Knobs(producers: 1, concurrency: 1, flooders: 0, backlogLimit: nil, updatersPerSideEffect: 0,
+                                                spinUs: 0, sleepUs: 0, updaterSpinUs: 0, listeners: 0, payload: 0, stallEvery: nil, stallMs: 0))
+        let store: ReplayStore
+        do {
+            store = try replay.makeStore(context, plan.log.header.initialState)
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw ValidationError("the replay's store could not be built: \(error)")
+        }
+        let endToEnd = BenchMetric("replay.end_to_end", label: "every updater (sent, or due at the recorded pace → applied)")
+        recorders.setRecording(true)
+        let started = nowNanoseconds()
+        var verdict: String?
+        let rejected = AtomicCounter()
+        // Each handle is awaited in order; its latency counts from when it was sent (flat out) or due (recorded pace).
+        @Sendable func settle(_ handle: DispatchHandle<any Sendable>, since: UInt64, metric: BenchMetric) async {
+            if case .failure = await handle.result { rejected.add(1) }
+            let took = nowNanoseconds() &- since
+            recorders.record(endToEnd, took)
+            recorders.record(metric, took)
+        }
+        let first = plan.items[0].offset
+        var pending: [(DispatchHandle<any Sendable>, UInt64, BenchMetric)] = []
+        pending.reserveCapacity(pace == .flatOut ? inFlight : 1_024)
+        var oldest = 0
+        var lastMatched = (sequence: UInt64(0), state: plan.log.header.initialState, index: 0)
+        var completed = 0
+        for (index, item) in plan.items.enumerated() {
+            if Interruption.shared.requested { break }
+            let due: UInt64
+            if pace == .recorded {
+                due = started &+ UInt64(Double(item.offset &- first) / speed)
+                // Settle what has resolved while waiting, so the queue of handles stays short.
+                while oldest < pending.count, pending[oldest].0.isResolved {
+                    await settle(pending[oldest].0, since: pending[oldest].1, metric: pending[oldest].2)
+                    oldest += 1
+                }
+                try await waitUntil(due)
+            } else {
+                while pending.count - oldest >= inFlight {
+                    await settle(pending[oldest].0, since: pending[oldest].1, metric: pending[oldest].2)
+                    oldest += 1
+                }
+                due = nowNanoseconds()
+            }
+            pending.append((store.dispatch(item.item), due, item.metric))
+            completed += 1
+            if oldest > 4_096 {
+                pending.removeFirst(oldest)
+                oldest = 0
+            }
+            if verify, let checkpoint = plan.checkpointAfter[index] {
+                while oldest < pending.count {
+                    await settle(pending[oldest].0, since: pending[oldest].1, metric: pending[oldest].2)
+                    oldest += 1
+                }
+                let recorded = plan.log.checkpoints[checkpoint]
+                if try store.matches!(recorded.state) {
+                    lastMatched = (recorded.afterSequence, recorded.state, index + 1)
+                } else {
+                    verdict = try failure(plan, store: store, from: lastMatched, through: index, recorded: recorded.state,
+                                          what: "the checkpoint after item \(recorded.afterSequence) (log line \(recorded.line))")
+                    break
+                }
+            }
+        }
+        while oldest < pending.count {
+            await settle(pending[oldest].0, since: pending[oldest].1, metric: pending[oldest].2)
+            oldest += 1
+        }
+        let elapsed = Double(nowNanoseconds() - started) / 1e9
+        recorders.setRecording(false)
+        if verify, verdict == nil, !Interruption.shared.requested {
+            let checked = plan.log.checkpoints.count
+            if case let .complete(finalState?) = plan.log.end {
+                if try store.matches!(finalState) {
+                    verdict = "passed: the replay ends in the recorded final state"
+                        + (checked > 0 ? " and matched all \(checked) checkpoints on the way" : "")
+                } else {
+                    verdict = try failure(plan, store: store, from: lastMatched, through: plan.items.count - 1, recorded: finalState,
+                                          what: "the recorded final state")
+                }
+            } else if checked > 0 {
+                verdict = "passed as far as the log goes: it has no final state (cut or unfinished); the replay matched all \(checked) checkpoints, the last after item \(lastMatched.sequence)"
+            } else {
+                verdict = "FAILED: nothing to verify against — the log has no final state and no checkpoints"
+            }
+        }
+        // Every top-level item of a replay is an updater: both of the table's rates are the replay's.
+        var throughput = ["top_level_per_second": Double(completed) / elapsed, "updaters_applied_per_second": Double(completed) / elapsed]
+        if direct, !Interruption.shared.requested {
+            throughput["direct_per_second"] = try await directRate(plan, replay: replay, context: context)
+        }
+        let merged = recorders.merged()
+        var parameters: [String: BenchResult.Parameter] = [
+            "scenario": "replay", "log": .text((log as NSString).lastPathComponent), "updaters": .integer(plan.items.count),
+            "side_effects_skipped": .integer(plan.sideEffects), "workers": .integer(1), "loop": .text(pace == .recorded ? "open" : "closed"),
+            "pace": .text(pace.rawValue), "trace_backend": .text(traceBackend.rawValue), "rejected": .integer(rejected.value),
+        ]
+        if pace == .recorded { parameters["speed"] = .number(speed) } else { parameters["in_flight"] = .integer(inFlight) }
+        let result = BenchResult(
+            scenario: "replay", parameters: parameters, environment: .current(), durationSeconds: elapsed, throughput: throughput,
+            parallelism: .init(mean: 0, max: 0), harness: .init(sampleCostNanoseconds: 0),
+            metrics: merged.histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = MetricSummary($1.value) },
+            histograms: merged.histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = HistogramEncoding.encode($1.value) },
+            interrupted: Interruption.shared.requested ? true : nil)
+        return (result, merged.histograms, verdict)
+    }
+
+    /// The verdict when the replayed state differs from a recorded one.
+    private func failure(_ plan: ReplayPlan, store: ReplayStore, from matched: (sequence: UInt64, state: Data?, index: Int),
+                         through index: Int, recorded: Data, what: String) throws -> String {
+        let stretch = Array(plan.items[matched.index...index])
+        var text = "FAILED: the replayed state differs from \(what); it matched "
+            + (matched.sequence == 0 ? "the initial state" : "the checkpoint after item \(matched.sequence)")
+            + ", so it first differs after one of items \(stretch.first!.sequence)…\(stretch.last!.sequence)"
+        if let start = matched.state, let diagnose = store.diagnose {
+            text += ": " + (try diagnose(start, stretch, recorded))
+        }
+        return text
+    }
+
+    /// The same updaters dispatched back to back into a fresh store (fire-and-forget, the last one awaited): the rate the
+    /// store takes this traffic at, to set the replay's against.
+    private func directRate(_ plan: ReplayPlan, replay: BenchReplay, context: BenchContext) async throws -> Double {
+        let store = try replay.makeStore(context, plan.log.header.initialState)
+        let started = nowNanoseconds()
+        var last: DispatchHandle<any Sendable>?
+        for item in plan.items { last = store.dispatch(item.item) }
+        _ = await last?.result
+        return Double(plan.items.count) / (Double(nowNanoseconds() - started) / 1e9)
+    }
+}
