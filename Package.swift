@@ -145,7 +145,7 @@ let package = Package(
         .testTarget(
             name: "KatanaBenchTests",
             dependencies: [
-                "KatanaBenchCore", "KatanaTestSupport",
+                "KatanaBenchCore", "KatanaTestSupport", "Katana", "KatanaDispatchLog",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),

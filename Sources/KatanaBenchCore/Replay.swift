@@ -53,10 +53,10 @@ struct ReplayStore: Sendable {
     /// Whether the store's state now equals the state a log recorded (JSON).
     let matches: (@Sendable (Data) throws -> Bool)?
     /// Where a stretch of items first makes the replay differ (see `diagnose`).
-    let diagnose: (@Sendable (Data, [ReplayItem], Data) throws -> String)?
+    let diagnose: (@Sendable (Data, [ReplayItem], Data) throws -> (candidate: String, differences: String))?
 
     init<S: State, D: SideEffectDependencyContainer>(_ store: Store<S, D>, matches: (@Sendable (Data) throws -> Bool)?,
-                                                     diagnose: (@Sendable (Data, [ReplayItem], Data) throws -> String)?) {
+                                                     diagnose: (@Sendable (Data, [ReplayItem], Data) throws -> (candidate: String, differences: String))?) {
         dispatch = { store.anyDispatch($0) }
         self.matches = matches
         self.diagnose = diagnose
@@ -72,10 +72,12 @@ struct ReplayStore: Sendable {
     }
 
     /// The stretch between the last checkpoint that matched (`start`) and the first that did not (`recordedEnd`):
-    /// applies its items one by one from `start` and names the first that changes a part of the state where the
-    /// replay ends up differing from the recording — the item whose code changed, when the difference is something the
-    /// replay did. The paths that differ are named either way.
-    static func diagnose<S: State & Codable>(_: S.Type, from start: Data, items: [ReplayItem], recordedEnd: Data) throws -> String {
+    /// where the replay ends up differing from the recording (`differences`), and which item of the stretch, applied
+    /// one by one from `start`, is the first to change those parts of the state (`candidate`) — the item whose code
+    /// changed when only it touches them; a hint, not proof, when others do too (the log holds no state between
+    /// checkpoints to tell).
+    static func diagnose<S: State & Codable>(_: S.Type, from start: Data, items: [ReplayItem],
+                                             recordedEnd: Data) throws -> (candidate: String, differences: String) {
         var state = try JSONDecoder().decode(S.self, from: start)
         var states: [Any] = [try jsonObject(state)]
         for item in items {
@@ -92,15 +94,16 @@ struct ReplayStore: Sendable {
             return "\(name): recorded \(text(at: path, in: recorded)), replayed \(text(at: path, in: states.last!))"
         }
         let listed = shown.joined(separator: "; ") + (paths.count > 5 ? "; and \(paths.count - 5) more" : "")
-        for (index, item) in items.enumerated() {
-            let changed = paths.contains { path in text(at: path, in: states[index]) != text(at: path, in: states[index + 1]) }
-            if changed {
-                return "the first item that changes what differs is item \(item.sequence), \(item.type) (log line \(item.line))\n"
-                    + "  differs: \(listed)"
-            }
+        let touching = items.indices.filter { index in
+            paths.contains { path in text(at: path, in: states[index]) != text(at: path, in: states[index + 1]) }
         }
-        return "no replayed item of items \(items.first?.sequence ?? 0)…\(items.last?.sequence ?? 0) changes what differs "
-            + "(the recorded run changed it: an updater that no longer does?)\n  differs: \(listed)"
+        guard let first = touching.first else {
+            return ("no replayed item of the stretch changes what differs (the recorded run changed it: an updater that no longer does?)", listed)
+        }
+        let item = items[first]
+        let others = touching.count - 1
+        return ("the first of them to change what differs: item \(item.sequence), \(item.type) (log line \(item.line))"
+                    + (others == 0 ? " — the only one that does" : "; \(others) more of them do too"), listed)
     }
 
     static func jsonObject<S: Encodable>(_ state: S) throws -> Any {
@@ -251,9 +254,46 @@ struct Replay: AsyncParsableCommand {
         if let hgrm { try checkWritable(directory: hgrm) }
     }
 
+    /// What a replay found: its result and histograms, what it said about the log, and `--verify`'s verdict.
+    struct Outcome {
+        var result: BenchResult
+        var histograms: [Metric: LatencyHistogram]
+        var notes: [String]
+        var verdict: String?
+        var failed: Bool { verdict?.hasPrefix("FAILED") == true }
+    }
+
     func run() async throws {
         Interruption.shared.install()
-        let replay = BenchScenarios.replay!
+        let outcome = try await replay { note in FileHandle.standardError.write(Data("replay: \(note)\n".utf8)) }
+        var table = Report.table(outcome.result)
+        if let direct = outcome.result.throughput["direct_per_second"] {
+            table += String(format: "\nthe same updaters dispatched back to back (--direct): %.0f/s", direct)
+        }
+        if json == "-" { FileHandle.standardError.write(Data((table + "\n").utf8)) } else { print(table) }
+        do {
+            if let json { try Report.writeJSON(outcome.result, to: json) }
+            if let hgrm { try Report.writeHgrm(outcome.histograms, to: hgrm) }
+            if let plot {
+                let chart = Plot.svg(histograms: outcome.histograms, title: "replay \((log as NSString).lastPathComponent)",
+                                     subtitle: Report.subtitle(outcome.result), baseline: nil, baselineName: "")
+                try writeOutput(Data(chart.utf8), to: plot)
+            }
+        } catch {
+            throw ValidationError("could not write the output: \(error.localizedDescription)")
+        }
+        if let verdict = outcome.verdict {
+            FileHandle.standardError.write(Data("replay: verify: \(verdict)\n".utf8))
+            if outcome.failed { throw ExitCode(1) }
+        }
+        if Interruption.shared.requested { throw ExitCode(130) }
+    }
+
+    /// Reads the log and replays it `--repeat` times; `note` hears what is said about the log as it is found.
+    func replay(note: (String) -> Void = { _ in }) async throws -> Outcome {
+        guard let replay = BenchScenarios.replay else {
+            throw ValidationError("this program replays no dispatch logs: give KatanaBenchCLI.main a BenchReplay (replay:)")
+        }
         let log: DispatchLog
         do {
             log = try DispatchLogReader.read(self.log)
@@ -261,15 +301,19 @@ struct Replay: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let plan = try ReplayPlan(log: log, replay: replay)
-        let warn = { (line: String) in FileHandle.standardError.write(Data("replay: \(line)\n".utf8)) }
-        if let damage = log.damage { warn("\(self.log) is damaged at \(damage); replaying the \(log.entries.count) items before it") }
+        var notes: [String] = []
+        func say(_ line: String) {
+            notes.append(line)
+            note(line)
+        }
+        if let damage = log.damage { say("\(self.log) is damaged at \(damage); replaying the \(log.entries.count) items before it") }
         switch log.end {
-        case let .cut(reason, _, dropped): warn("the log was cut (\(reason)): \(dropped) items after it were not recorded")
-        case .unfinished where log.damage == nil: warn("the log has no end line (its app stopped while recording): replaying what it holds")
+        case let .cut(reason, _, dropped): say("the log was cut (\(reason)): \(dropped) items after it were not recorded")
+        case .unfinished where log.damage == nil: say("the log has no end line (its app stopped while recording): replaying what it holds")
         default: break
         }
         guard !plan.items.isEmpty else { throw ValidationError("\(self.log) holds no updaters to replay") }
-        warn("\(plan.items.count) updaters to replay; \(plan.sideEffects) side effects not re-run (the updaters they dispatched are replayed in their place)")
+        say("\(plan.items.count) updaters to replay; \(plan.sideEffects) side effects not re-run (the updaters they dispatched are replayed in their place)")
 
         let context = BenchResult.Context.current()
         var runs: [BenchResult] = []
@@ -288,27 +332,7 @@ struct Replay: AsyncParsableCommand {
                                              histograms: Dictionary(uniqueKeysWithValues: histograms.map { ($0.key.name, $0.value) }))
         combined.context = context
         if Interruption.shared.requested { combined.interrupted = true }
-        var table = Report.table(combined)
-        if let direct = combined.throughput["direct_per_second"] {
-            table += String(format: "\nthe same updaters dispatched back to back (--direct): %.0f/s", direct)
-        }
-        if json == "-" { FileHandle.standardError.write(Data((table + "\n").utf8)) } else { print(table) }
-        do {
-            if let json { try Report.writeJSON(combined, to: json) }
-            if let hgrm { try Report.writeHgrm(histograms, to: hgrm) }
-            if let plot {
-                let chart = Plot.svg(histograms: histograms, title: "replay \((self.log as NSString).lastPathComponent)",
-                                     subtitle: Report.subtitle(combined), baseline: nil, baselineName: "")
-                try writeOutput(Data(chart.utf8), to: plot)
-            }
-        } catch {
-            throw ValidationError("could not write the output: \(error.localizedDescription)")
-        }
-        if let verdict {
-            warn("verify: \(verdict)")
-            if verdict.hasPrefix("FAILED") { throw ExitCode(1) }
-        }
-        if Interruption.shared.requested { throw ExitCode(130) }
+        return Outcome(result: combined, histograms: histograms, notes: notes, verdict: verdict)
     }
 
     /// One repetition: a fresh store, the whole log. Returns the result, its histograms and, with --verify, the verdict.
@@ -431,9 +455,17 @@ struct Replay: AsyncParsableCommand {
         let stretch = Array(plan.items[matched.index...index])
         var text = "FAILED: the replayed state differs from \(what); it matched "
             + (matched.sequence == 0 ? "the initial state" : "the checkpoint after item \(matched.sequence)")
-            + ", so it first differs after one of items \(stretch.first!.sequence)…\(stretch.last!.sequence)"
+        if stretch.count == 1 {
+            // One updater between a matching checkpoint and a differing one: it is the item, exactly.
+            text += ", so it first differs after item \(stretch[0].sequence), \(stretch[0].type) (log line \(stretch[0].line))"
+        } else {
+            text += ", so it first differs after one of items \(stretch.first!.sequence)…\(stretch.last!.sequence)"
+                + " (\(stretch.count) updaters; log checkpoints more often to narrow it)"
+        }
         if let start = matched.state, let diagnose = store.diagnose {
-            text += ": " + (try diagnose(start, stretch, recorded))
+            let found = try diagnose(start, stretch, recorded)
+            if stretch.count > 1 { text += "\n  " + found.candidate }
+            text += "\n  differs: " + found.differences
         }
         return text
     }

@@ -80,7 +80,7 @@ public final class DispatchLogWriter: @unchecked Sendable {
     /// Room kept for the last line (a cut's, or a small final state's).
     static let endRoom = 256
     /// Items waiting to be encoded, at most: past it the log is cut ("writer fell behind").
-    static let maximumPending = 1 << 16
+    public static let maximumPending = 1 << 16
 
     /// Nanoseconds since recording started (the `t_ns` of an item dispatched now).
     public var now: UInt64 { Self.monotonicNow() &- started }

@@ -21,8 +21,7 @@ struct ResetTotal: StateUpdater {
 
 /// The dispatch log's format: what a writer writes a reader reads back whole; a size limit cuts the log and says so;
 /// a log cut short or damaged gives what is whole before the damage and says how much was left out; a newer format
-/// and an unknown type are one-line errors naming them (issue #42, points 1 and 5 — recording from a store and
-/// replaying are still to come).
+/// and an unknown type are one-line errors naming them (issue #42, points 1 and 5; replay: KatanaBenchTests' ReplayTests).
 @Suite struct DispatchLogTests {
     static func temporaryLog() -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("katana-log-\(UUID().uuidString).jsonl").path
@@ -169,6 +168,77 @@ struct ResetTotal: StateUpdater {
         #expect(state == (try JSONDecoder().decode(LogState.self, from: try #require(finalState))))
         #expect(state == final)
     }
+
+    /// A writer whose thread cannot keep up cuts the log rather than grow without bound — and writes every item queued
+    /// before the cut (no hole): here its thread is held on the first item while 65,546 more arrive.
+    @Test func aWriterThatFallsBehindCutsTheLogWithoutAHole() throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let writer = try DispatchLogWriter(path: path, stateType: "S", initialState: nil, limitBytes: 1 << 30)
+        let (entered, gate) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        writer.append(kind: .updater, type: "App.First", id: 1, parentID: 0, value: HeldEncoding(entered: entered, gate: gate))
+        entered.wait()  // the writer's thread is on the first item
+        let appended = 1 + DispatchLogWriter.maximumPending + 10
+        for index in 2...appended {
+            writer.append(kind: .updater, type: "App.Next", id: UInt64(index), parentID: 0, value: nil)
+        }
+        gate.signal()
+        try writer.finish(finalState: nil)
+        let log = try DispatchLogReader.read(path)
+        #expect(log.damage == nil)
+        guard case .cut(let reason, _, let dropped) = log.end else { Issue.record("\(log.end)"); return }
+        #expect(reason == "writer fell behind")
+        #expect(log.entries.count >= DispatchLogWriter.maximumPending, "every item queued before the cut is written: \(log.entries.count)")
+        #expect(log.entries.count + Int(dropped) == appended, "\(log.entries.count) written + \(dropped) dropped")
+        #expect(log.entries.first?.type == "App.First")
+    }
+
+    /// Checkpoints: every `checkpointEvery` updaters the state as it was then — the logged updaters up to a checkpoint,
+    /// applied to the initial state, give the checkpoint's state.
+    @Test func checkpointsHoldTheStateAfterTheItemsBeforeThem() async throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let recorder = try DispatchLogRecorder(path: path, initialState: LogState(), checkpointEvery: 7)
+        let store = Store<LogState, EmptySideEffectDependencyContainer>(
+            stateInitializer: { LogState() }, configuration: .init(traceBackend: NoOpTraceBackend(), dispatchRecorder: recorder))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<5 {
+                group.addTask { for index in 0..<10 { try await store.dispatch(AddAmount(amount: task * 100 + index, note: "")).value } }
+            }
+            try await group.waitForAll()
+        }
+        try recorder.finish(finalState: store.state)
+        let log = try DispatchLogReader.read(path)
+        #expect(log.damage == nil)
+        #expect(log.checkpoints.map(\.afterSequence) == [7, 14, 21, 28, 35, 42, 49], "before the 8th, 15th, … of 50 updaters")
+        var types = DispatchLogTypes()
+        types.register(AddAmount.self)
+        for checkpoint in log.checkpoints {
+            var state = LogState()
+            for entry in log.entries where entry.sequence <= checkpoint.afterSequence {
+                try #require(try types.item(entry) as? AddAmount).updateState(&state)
+            }
+            #expect(try JSONDecoder().decode(LogState.self, from: checkpoint.state) == state, "checkpoint after \(checkpoint.afterSequence)")
+        }
+        #expect(throws: DispatchLogError("checkpointEvery must be 0 (none) or more, not -1")) {
+            try DispatchLogRecorder(path: Self.temporaryLog(), initialState: LogState(), checkpointEvery: -1)
+        }
+    }
+
+    /// A recorder never finished — its store released, the app gone on without calling `finish` — still ends its log.
+    @Test func aRecorderNeverFinishedStillEndsItsLog() async throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let recorder = try DispatchLogRecorder(path: path, initialState: LogState())
+            let store = Store<LogState, EmptySideEffectDependencyContainer>(
+                stateInitializer: { LogState() }, configuration: .init(traceBackend: NoOpTraceBackend(), dispatchRecorder: recorder))
+            for index in 1...5 { try await store.dispatch(AddAmount(amount: index, note: "")).value }
+        }
+        let log = try DispatchLogReader.read(path)
+        #expect(log.entries.count == 5)
+        #expect(log.end == .complete(finalState: nil))
+    }
 }
 
 struct AddTwice: SideEffect, Codable {
@@ -176,5 +246,17 @@ struct AddTwice: SideEffect, Codable {
     func sideEffect(_ context: SideEffectContext<LogState, EmptySideEffectDependencyContainer>) async throws {
         try await context.dispatch(AddAmount(amount: amount, note: "first")).value
         try await context.dispatch(AddAmount(amount: amount * 10, note: "second")).value
+    }
+}
+
+/// A value whose encoding says it began (`entered`) and waits for `gate`: holds a log's writer thread on it.
+struct HeldEncoding: Encodable, Sendable {
+    let entered: DispatchSemaphore
+    let gate: DispatchSemaphore
+    func encode(to encoder: any Encoder) throws {
+        entered.signal()
+        gate.wait()
+        var container = encoder.singleValueContainer()
+        try container.encode("held")
     }
 }

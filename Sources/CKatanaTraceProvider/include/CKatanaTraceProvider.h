@@ -123,7 +123,7 @@ const struct katana_trace_provider *_Nullable katana_trace_registered_provider(v
 
 /// Names the calling thread for `top`, `perf` and traces (at most 15 bytes are kept): Katana's own threads (a
 /// dispatch log's writer, the flight recorder's dumper).
-void katana_name_this_thread(const char *name);
+void katana_name_this_thread(const char *_Nonnull name);
 
 #ifdef __cplusplus
 }
