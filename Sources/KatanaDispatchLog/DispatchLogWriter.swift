@@ -36,6 +36,12 @@ public final class DispatchLogWriter: @unchecked Sendable {
     private var finished = false
     /// The writer's thread is encoding or writing a batch taken from `pending`.
     private var writing = false
+    /// The writer's thread waits without a timeout (it found nothing to do for a while): the next item must wake it.
+    /// Otherwise it looks for items every `pollInterval`, and an append makes no system call — a wake per item was
+    /// most of an item's cost on the dispatching thread (`katana-bench micro --only dispatch-log`).
+    private var writerAsleep = false
+    private static let pollInterval = 0.002
+    private static let pollsBeforeSleeping = 50
 
     private struct Pending {
         var sequence: UInt64
@@ -106,7 +112,7 @@ public final class DispatchLogWriter: @unchecked Sendable {
         }
         sequence += 1
         pending.append(Pending(sequence: sequence, offset: offset, kind: kind, type: type, id: id, parentID: parentID, value: value))
-        if pending.count == 1 { lock.signal() }
+        wakeWriterIfAsleep()
     }
 
     /// Logs the state as it is after every item appended so far: a checkpoint, which a replay's `--verify` compares
@@ -117,7 +123,16 @@ public final class DispatchLogWriter: @unchecked Sendable {
         defer { lock.unlock() }
         guard !finishing, cutAt == nil, pending.count < Self.maximumPending else { return }
         pending.append(Pending(sequence: sequence, offset: 0, kind: .updater, type: "", id: 0, parentID: 0, value: state, isCheckpoint: true))
-        if pending.count == 1 { lock.signal() }
+        wakeWriterIfAsleep()
+    }
+
+    /// Called with `lock` held, after adding to `pending`. Broadcast, not signal: `finish` and `waitUntilWritten` wait
+    /// on the same condition, and a signal could wake one of them instead of the writer.
+    private func wakeWriterIfAsleep() {
+        if writerAsleep {
+            writerAsleep = false
+            lock.broadcast()
+        }
     }
 
     /// Waits until every item appended so far is written to the file (or counted as dropped).
@@ -170,11 +185,24 @@ public final class DispatchLogWriter: @unchecked Sendable {
 
     /// The writer thread: encodes and writes pending items in batches until `finish`.
     private func drain() {
+        var batch: [Pending] = []
         while true {
             lock.lock()
-            while pending.isEmpty && !finishing { lock.wait() }
-            let batch = pending
-            pending.removeAll(keepingCapacity: true)
+            var polls = 0
+            while pending.isEmpty && !finishing {
+                if polls < Self.pollsBeforeSleeping {
+                    _ = lock.wait(until: Date(timeIntervalSinceNow: Self.pollInterval))
+                    polls += 1
+                } else {
+                    writerAsleep = true
+                    lock.wait()
+                }
+            }
+            writerAsleep = false
+            // The two arrays trade places: appends go on into the emptied one's capacity (a copy taken and the
+            // original emptied would make every batch regrow its array from nothing).
+            batch.removeAll(keepingCapacity: true)
+            swap(&batch, &pending)
             let last = finishing && batch.isEmpty
             writing = !last
             lock.unlock()

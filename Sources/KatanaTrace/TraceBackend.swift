@@ -79,6 +79,11 @@ public struct NoOpTraceBackend: TraceBackend {
     /// The backend that records nothing.
     public init() {}
     public var isEnabled: Bool { false }
+    /// Yes: a store that traces anyway — a dispatch recorder gives every dispatch an id — then takes its one-event
+    /// inline path rather than building three events to discard (`katana-bench micro --only dispatch-log`).
+    public var combinesInlineUpdaters: Bool { true }
+    /// Discards the event.
+    public func updaterInline(_ event: UpdaterInlineEvent) {}
     /// Discards the event.
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {}
     /// Discards the event.
