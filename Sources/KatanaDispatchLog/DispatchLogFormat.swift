@@ -18,7 +18,9 @@ public enum DispatchLogFormat {
 
 /// What a dispatched item was.
 public enum DispatchLogKind: String, Sendable, Codable {
+    /// A state updater, logged as the store applied it.
     case updater
+    /// A side effect, logged as the store started it.
     case sideEffect = "side_effect"
 }
 
@@ -33,6 +35,7 @@ public struct DispatchLogHeader: Sendable, Equatable {
     /// The state when recording started, as JSON, when the state is `Encodable`.
     public var initialState: Data?
 
+    /// A header; `version` is the format's.
     public init(version: Int = DispatchLogFormat.version, stateType: String, startedUnixNanoseconds: UInt64, initialState: Data?) {
         self.version = version
         self.stateType = stateType
@@ -47,17 +50,20 @@ public struct DispatchLogEntry: Sendable, Equatable {
     public var sequence: UInt64
     /// When it was dispatched: nanoseconds since recording started.
     public var offsetNanoseconds: UInt64
+    /// Updater or side effect.
     public var kind: DispatchLogKind
     /// Its type, `String(reflecting:)`.
     public var type: String
     /// Its dispatch id (the trace's), and its parent's (0: top level).
     public var id: UInt64
+    /// The id of the side effect that dispatched it; 0 for a top-level dispatch.
     public var parentID: UInt64
     /// Its value as JSON, when its type is `Encodable`.
     public var value: Data?
     /// The log's line it came from (1-based), for messages.
     public var line: Int
 
+    /// An entry; `line` only matters for messages.
     public init(sequence: UInt64, offsetNanoseconds: UInt64, kind: DispatchLogKind, type: String, id: UInt64, parentID: UInt64,
                 value: Data?, line: Int = 0) {
         self.sequence = sequence

@@ -3,19 +3,26 @@ import Katana
 
 /// A dispatch log as read: its header, its whole items in order, how it ended, and what was damaged.
 public struct DispatchLog: Sendable {
+    /// The first line: the state's type, when recording started, the initial state.
     public var header: DispatchLogHeader
+    /// The whole items, in the order they were logged.
     public var entries: [DispatchLogEntry]
     /// The state as logged now and then (``DispatchLogRecorder``'s `checkpointEvery`), in order.
     public var checkpoints: [Checkpoint] = []
+    /// How the log ended: complete, cut, or without an end line.
     public var end: DispatchLogEnd
     /// Set when part of the log could not be read: the items up to the damage are in `entries`, nothing after it.
     public var damage: Damage?
 
     /// The state after every item up to `afterSequence` (and none after it), as JSON.
     public struct Checkpoint: Sendable, Equatable {
+        /// The last item the state includes.
         public var afterSequence: UInt64
+        /// The state, as JSON.
         public var state: Data
+        /// The log's line it came from (1-based), for messages.
         public var line: Int
+        /// A checkpoint.
         public init(afterSequence: UInt64, state: Data, line: Int) {
             self.afterSequence = afterSequence
             self.state = state
@@ -31,8 +38,10 @@ public struct DispatchLog: Sendable {
         public var reason: String
         /// Lines and bytes from there to the end of the file, none of which were read.
         public var droppedLines: Int
+        /// Bytes from the damaged line to the end of the file.
         public var droppedBytes: Int
 
+        /// A description of damage.
         public init(line: Int, reason: String, droppedLines: Int, droppedBytes: Int) {
             self.line = line
             self.reason = reason
@@ -49,6 +58,7 @@ public struct DispatchLog: Sendable {
 /// Reads dispatch logs (``DispatchLogFormat``): a log cut short or damaged gives what is whole before the damage and
 /// says how much was left out; a log of a newer format is refused, naming both versions.
 public enum DispatchLogReader {
+    /// Reads the log at `path`; a one-line error when it cannot be read, is no dispatch log or is of a newer format.
     public static func read(_ path: String) throws(DispatchLogError) -> DispatchLog {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw DispatchLogError("cannot read \(path): \(String(cString: strerror(errno)))")
@@ -140,6 +150,7 @@ public enum DispatchLogReader {
 public struct DispatchLogTypes: Sendable {
     private var decoders: [String: @Sendable (Data) throws -> any Dispatchable] = [:]
 
+    /// No types yet: register each the logs may hold.
     public init() {}
 
     /// Registers `type`: its items are decoded from their logged values.

@@ -8,6 +8,7 @@ import Synchronization
 /// store applies it, every side effect as it starts, each with its parent, its time and — for `Encodable` types — its
 /// value; encoding and writing happen on the log's own thread.
 public final class DispatchLogRecorder: DispatchRecorder {
+    /// The log's writer: its path, counts, `waitUntilWritten`.
     public let writer: DispatchLogWriter
     /// A checkpoint of the state (when it is `Encodable`) before every this-many updaters; 0: none.
     public let checkpointEvery: Int

@@ -4,6 +4,7 @@ import Foundation
 /// Why a log could not be written or read: one line.
 public struct DispatchLogError: Error, CustomStringConvertible, Equatable {
     public var description: String
+    /// An error that says `description`.
     public init(_ description: String) { self.description = description }
 }
 
@@ -12,7 +13,9 @@ public struct DispatchLogError: Error, CustomStringConvertible, Equatable {
 /// own, so `append` costs its caller a lock and an array append (and a copy of the value); `finish` waits for them.
 /// Should that thread fall `maximumPending` items behind, the log is cut there too (memory stays bounded).
 public final class DispatchLogWriter: @unchecked Sendable {
+    /// The log's file.
     public let path: String
+    /// The size the file never exceeds.
     public let limitBytes: Int
     private let file: FileHandle
     private let started: UInt64 = DispatchLogWriter.monotonicNow()
@@ -85,7 +88,7 @@ public final class DispatchLogWriter: @unchecked Sendable {
 
     /// Room kept for the last line (a cut's, or a small final state's).
     static let endRoom = 256
-    /// Items waiting to be encoded, at most: past it the log is cut ("writer fell behind").
+    /// Items waiting for the writer's thread, at most: one more cuts the log ("writer fell behind").
     public static let maximumPending = 1 << 16
 
     /// Nanoseconds since recording started (the `t_ns` of an item dispatched now).
