@@ -314,6 +314,10 @@ struct Replay: AsyncParsableCommand {
         }
         guard !plan.items.isEmpty else { throw ValidationError("\(self.log) holds no updaters to replay") }
         say("\(plan.items.count) updaters to replay; \(plan.sideEffects) side effects not re-run (the updaters they dispatched are replayed in their place)")
+        if pace == .recorded, let first = plan.items.first?.offset, let last = plan.items.last?.offset, last > first {
+            say(String(format: "at the recorded pace this takes %.3f s (the log's updaters span %.3f s; --speed %g)",
+                       Double(last - first) / 1e9 / speed, Double(last - first) / 1e9, speed))
+        }
 
         let context = BenchResult.Context.current()
         var runs: [BenchResult] = []
@@ -367,11 +371,14 @@ struct Replay: AsyncParsableCommand {
         var oldest = 0
         var lastMatched = (sequence: UInt64(0), state: plan.log.header.initialState, index: 0)
         var completed = 0
+        var lastDue: UInt64 = 0
         for (index, item) in plan.items.enumerated() {
             if Interruption.shared.requested { break }
             let due: UInt64
             if pace == .recorded {
-                due = started &+ UInt64(Double(item.offset &- first) / speed)
+                // A log's times only go forward; one that goes back (an edited log) is due at once, not in 584 years.
+                due = max(started &+ UInt64(Double(item.offset >= first ? item.offset - first : 0) / speed), lastDue)
+                lastDue = due
                 // Settle what has resolved while waiting, so the queue of handles stays short.
                 while oldest < pending.count, pending[oldest].0.isResolved {
                     await settle(pending[oldest].0, since: pending[oldest].1, metric: pending[oldest].2)

@@ -48,7 +48,9 @@ public struct DispatchLogHeader: Sendable, Equatable {
 public struct DispatchLogEntry: Sendable, Equatable {
     /// 1 for the first item, then one more per item written.
     public var sequence: UInt64
-    /// When it was dispatched: nanoseconds since recording started.
+    /// When the store applied it (an updater) or started it (a side effect): nanoseconds since recording started. For
+    /// an updater applied as it was dispatched — the store's usual case — that is when it was dispatched; one that
+    /// waited its turn in the lane is logged when its turn came, in the order the state saw it.
     public var offsetNanoseconds: UInt64
     /// Updater or side effect.
     public var kind: DispatchLogKind
