@@ -265,7 +265,9 @@ struct Replay: AsyncParsableCommand {
 
     func run() async throws {
         Interruption.shared.install()
-        let outcome = try await replay { note in FileHandle.standardError.write(Data("replay: \(note)\n".utf8)) }
+        var outcome = try await replay { note in FileHandle.standardError.write(Data("replay: \(note)\n".utf8)) }
+        // What a sample costs is the machine's: measured once, after the replays (a million clock reads and records).
+        outcome.result.harness = BenchResult.Harness(sampleCostNanoseconds: Report.measureSampleCost())
         var table = Report.table(outcome.result)
         if let direct = outcome.result.throughput["direct_per_second"] {
             table += String(format: "\nthe same updaters dispatched back to back (--direct): %.0f/s", direct)
@@ -330,8 +332,6 @@ struct Replay: AsyncParsableCommand {
             verdict = verdict ?? outcome
             if Interruption.shared.requested || outcome?.hasPrefix("FAILED") == true { break }
         }
-        let harness = BenchResult.Harness(sampleCostNanoseconds: Report.measureSampleCost())
-        for index in runs.indices { runs[index].harness = harness }
         var combined = BenchResult.combining(runs, repetitions: runs.flatMap(\.samples),
                                              histograms: Dictionary(uniqueKeysWithValues: histograms.map { ($0.key.name, $0.value) }))
         combined.context = context

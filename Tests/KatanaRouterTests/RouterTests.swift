@@ -141,8 +141,11 @@ final class AsyncGate: @unchecked Sendable {
         let log = CallLog()
         let gate = AsyncGate()
         let store = AppStore()
+        // The held push is this test's, not a hang: a timeout far past the default, so a machine starved under TSan
+        // (a CI rehearsal once took over ten seconds to get from the push to `gate.open()`) does not time it out.
+        // `aRoutableThatNeverCompletesIsReportedAndTheRouterGoesOn` is the timeout's test.
         let router = Router(store: store, rootRoutable: RecordingRoutable(owner: "window", log: log, slow: ["step1"], gate: gate),
-                            onIssue: log.issue)
+                            timeout: .seconds(300), onIssue: log.issue)
         router.start()
         try await store.dispatch(SetRootDestination(place("wizard"))).value
         try await store.dispatch(AddNewDestination(place("step1"))).value

@@ -4,8 +4,10 @@ import Testing
 
 /// Issue #42, point 4: the order service's own traffic, recorded by `order-service --record`, replayed by the shop's
 /// bench (`order-bench replay`) at the recorded pace and flat out; `--verify` passes, and an updater changed in the
-/// bench (ORDER_BENCH_CHANGE=record-payment books twice the amount) fails it, naming the item.
-@Suite struct RecordReplayExampleTests {
+/// bench (ORDER_BENCH_CHANGE=record-payment books twice the amount) fails it, naming the item. Among the LTTng
+/// recording tests, serialized with them: order-service links LTTng, and its dispatches would land in a session
+/// another test records (the ones that count the order service's events).
+extension LTTngRecordingTests {
     @Test func theOrderServicesTrafficReplaysInItsBenchAndVerifies() async throws {
         let service = try await ExampleBuilds.shared.executable("order-service", of: "OrderService")
         let bench = try await ExampleBuilds.shared.executable("order-bench", of: "OrderService")
