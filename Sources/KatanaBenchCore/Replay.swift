@@ -430,7 +430,7 @@ struct Replay: AsyncParsableCommand {
                                           what: "the recorded final state")
                 }
             } else if checked > 0 {
-                verdict = "passed as far as the log goes: it has no final state (cut or unfinished); the replay matched all \(checked) checkpoints, the last after item \(lastMatched.sequence)"
+                verdict = "passed as far as the log goes: it has no final state (cut, unfinished, or too big for its size limit); the replay matched all \(checked) checkpoints, the last after item \(lastMatched.sequence)"
             } else {
                 verdict = "FAILED: nothing to verify against — the log has no final state and no checkpoints"
             }

@@ -35,6 +35,8 @@ public final class DispatchLogWriter: @unchecked Sendable {
     private var written = 0  // bytes, writer thread only (and `finish` once it has ended)
     private var writtenSoFar = 0  // `written`, for other threads (guarded by `lock`)
     private var quotedTypes: [String: [UInt8]] = [:]  // writer thread only
+    private var checkpointBytes = 0  // writer thread only
+    private var checkpointsLeftOut = 0  // writer thread only (and `finish` once it has ended)
 
     private var finished = false
     /// The writer's thread is encoding or writing a batch taken from `pending`.
@@ -169,12 +171,17 @@ public final class DispatchLogWriter: @unchecked Sendable {
         lock.unlock()
         if let failure { throw failure }
         var end: String
+        let leftOut = checkpointsLeftOut > 0 ? ",\"checkpoints_left_out\":\(checkpointsLeftOut)" : ""
         if let cutAt {
-            end = "{\"end\":\"cut\",\"reason\":\(Self.quoted(cutReason)),\"limit_bytes\":\(limitBytes),\"at_ns\":\(cutAt),\"items_dropped\":\(dropped)}\n"
+            end = "{\"end\":\"cut\",\"reason\":\(Self.quoted(cutReason)),\"limit_bytes\":\(limitBytes),\"at_ns\":\(cutAt),\"items_dropped\":\(dropped)\(leftOut)}\n"
         } else {
-            end = "{\"end\":\"complete\""
-            if let finalState, let json = try? encoder.encode(finalState), written + end.utf8.count + json.count + 20 <= limitBytes {
-                end += ",\"final_state\":" + String(decoding: json, as: UTF8.self)
+            end = "{\"end\":\"complete\"" + leftOut
+            if let finalState, let json = try? encoder.encode(finalState) {
+                if written + end.utf8.count + json.count + 40 <= limitBytes {
+                    end += ",\"final_state\":" + String(decoding: json, as: UTF8.self)
+                } else {
+                    end += ",\"final_state_left_out\":\"size limit\""
+                }
             }
             end += "}\n"
         }
@@ -229,13 +236,23 @@ public final class DispatchLogWriter: @unchecked Sendable {
                 }
                 let before = chunk.count
                 appendLine(item, to: &chunk)
+                if item.isCheckpoint, checkpointBytes + chunk.count - before > limitBytes / 2 {
+                    // Checkpoints are evidence, not traffic: they get half the log at most (a large state checkpointed
+                    // often would otherwise crowd out the items), then are left out while the items go on.
+                    chunk.removeLast(chunk.count - before)
+                    checkpointsLeftOut += 1
+                    continue
+                }
                 if written + chunk.count + Self.endRoom > limitBytes {
                     chunk.removeLast(chunk.count - before)
-                    // A checkpoint is evidence, not traffic: one too big to fit is left out and the items go on.
-                    if item.isCheckpoint { continue }
+                    if item.isCheckpoint {
+                        checkpointsLeftOut += 1
+                        continue
+                    }
                     firstUnwritten = index
                     break
                 }
+                if item.isCheckpoint { checkpointBytes += chunk.count - before }
             }
             var writeFailure: DispatchLogError?
             if !chunk.isEmpty {

@@ -239,6 +239,28 @@ struct ResetTotal: StateUpdater {
         #expect(log.entries.count == 5)
         #expect(log.end == .complete(finalState: nil))
     }
+
+    /// Checkpoints of a large state take half the log at most, then are left out while the items go on; a final state
+    /// too big for what is left is left out, and the end line says both.
+    @Test func checkpointsTakeHalfTheLogAtMostAndTheItemsGoOn() throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let limit = 64 << 10
+        let writer = try DispatchLogWriter(path: path, stateType: "S", initialState: nil, limitBytes: limit)
+        let bigState = [String](repeating: String(repeating: "x", count: 100), count: 100)  // about 10 KB of JSON
+        for index in 1...100 {
+            if index % 10 == 0 { writer.appendCheckpoint(state: bigState) }
+            writer.append(kind: .updater, type: "App.Small", id: UInt64(index), parentID: 0, value: AddAmount(amount: index, note: ""))
+        }
+        try writer.finish(finalState: [String](repeating: bigState[0], count: 1_000))
+        let log = try DispatchLogReader.read(path)
+        #expect(log.damage == nil)
+        #expect(log.entries.count == 100, "every item written")
+        #expect(log.checkpoints.count == 3, "\(log.checkpoints.count): three of about 10 KB fit in half of 64 KiB")
+        #expect(log.end == .complete(finalState: nil))
+        let end = try #require(String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").last)
+        #expect(end == #"{"end":"complete","checkpoints_left_out":7,"final_state_left_out":"size limit"}"#, "\(end)")
+    }
 }
 
 struct AddTwice: SideEffect, Codable {

@@ -16,7 +16,7 @@ extension LTTngRecordingTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let log = directory.appendingPathComponent("orders.jsonl").path
 
-        let recorded = try await runProcessSuspending(service, ["--orders", "300", "--concurrency", "8", "--record", log])
+        let recorded = try await runProcessSuspending(service, ["--orders", "300", "--concurrency", "8", "--record", log, "--checkpoint-every", "100"])
         try #require(recorded.status == 0, "\(recorded.err)")
         #expect(recorded.out.contains("300 orders in") && recorded.out.contains("recorded: \(log)"), "\(recorded.out)")
         // What the log holds: every updater (by type) and the side effects, ending complete with the final state.

@@ -12,7 +12,7 @@ let options = OrderService.options(tool, usage: "[--orders N] [--concurrency C] 
                                    flags: ["--orders", "--concurrency", "--record", "--checkpoint-every"])
 let orders = OrderService.number(options, "--orders", default: 200, tool: tool)
 let concurrency = OrderService.number(options, "--concurrency", default: 8, tool: tool)
-let checkpointEvery = OrderService.number(options, "--checkpoint-every", default: 100, tool: tool)
+let checkpointEvery = OrderService.number(options, "--checkpoint-every", default: 1_000, tool: tool)
 let initialState = OrderService.initialState(orders: orders)
 let recorder: DispatchLogRecorder?
 do {
