@@ -152,13 +152,16 @@ struct ReplayItem: @unchecked Sendable {  // `item` is a Dispatchable (Sendable)
     let offset: UInt64
     let type: String
     let line: Int
-    let metric: BenchMetric
+    /// Its type's histogram: an index into the plan's `metrics`.
+    let metricIndex: Int
 }
 
 /// A log made ready to replay: its updaters decoded, what it skips, where its checkpoints fall.
 struct ReplayPlan: Sendable {
     let log: DispatchLog
     let items: [ReplayItem]
+    /// One per updater type, in the order the log first has them.
+    let metrics: [BenchMetric]
     let sideEffects: Int
     /// For an item's index, the checkpoint (index into `log.checkpoints`) that follows it, if one does before the next
     /// updater.
@@ -170,7 +173,8 @@ struct ReplayPlan: Sendable {
             throw ValidationError("the log records a store of \(log.header.stateType); this replay builds a store of \(replay.stateType)")
         }
         var items: [ReplayItem] = []
-        var metrics: [String: BenchMetric] = [:]
+        var metricIndex: [String: Int] = [:]
+        var metrics: [BenchMetric] = []
         var sideEffects = 0
         for entry in log.entries {
             guard entry.kind == .updater else {
@@ -184,12 +188,16 @@ struct ReplayPlan: Sendable {
                 throw ValidationError(error.description)
             }
             let short = entry.type.split(separator: ".").last.map(String.init) ?? entry.type
-            let metric = metrics[entry.type] ?? BenchMetric("replay.\(short)", label: "\(short) (sent, or due at the recorded pace → applied)")
-            metrics[entry.type] = metric
+            let index = metricIndex[entry.type] ?? {
+                metrics.append(BenchMetric("replay.\(short)", label: "\(short) (sent, or due at the recorded pace → applied)"))
+                return metrics.count - 1
+            }()
+            metricIndex[entry.type] = index
             items.append(ReplayItem(item: item, sequence: entry.sequence, offset: entry.offsetNanoseconds, type: entry.type,
-                                    line: entry.line, metric: metric))
+                                    line: entry.line, metricIndex: index))
         }
         self.items = items
+        self.metrics = metrics
         self.sideEffects = sideEffects
         var after: [Int: Int] = [:]
         var next = 0
@@ -354,21 +362,29 @@ struct Replay: AsyncParsableCommand {
             throw ValidationError("the replay's store could not be built: \(error)")
         }
         let endToEnd = BenchMetric("replay.end_to_end", label: "every updater (sent, or due at the recorded pace → applied)")
+        // The replay's own histograms, made before the clock starts (the harness's per-thread recorders make theirs on
+        // a thread's first sample: inside the timed loop, and again on each thread the task resumes on — most of a
+        // short replay's time). Two, each written by one task: the sender's, for updaters applied as they were
+        // dispatched (resolved when `dispatch` returns: the usual case), and the collector's, which awaits the others
+        // in order and records each as it resolves — a latency ends when the updater was applied, not when the sender
+        // got round to looking.
+        let sent = ReplayTimings(types: plan.metrics.count), collected = ReplayTimings(types: plan.metrics.count)
+        let (queue, queued) = AsyncStream.makeStream(of: Outstanding.self)
+        let (freedEvents, freed) = AsyncStream.makeStream(of: Void.self)
+        let collector = Task {
+            for await entry in queue {
+                let failed: Bool = if case .failure = await entry.handle.result { true } else { false }
+                collected.record(type: entry.type, nanoseconds: nowNanoseconds() &- entry.since, failed: failed)
+                freed.yield(())
+            }
+            freed.finish()
+        }
+        var freedIterator = freedEvents.makeAsyncIterator()
+        var outstanding = 0  // handed to the collector and not yet settled
         recorders.setRecording(true)
         let started = nowNanoseconds()
         var verdict: String?
-        let rejected = AtomicCounter()
-        // Each handle is awaited in order; its latency counts from when it was sent (flat out) or due (recorded pace).
-        @Sendable func settle(_ handle: DispatchHandle<any Sendable>, since: UInt64, metric: BenchMetric) async {
-            if case .failure = await handle.result { rejected.add(1) }
-            let took = nowNanoseconds() &- since
-            recorders.record(endToEnd, took)
-            recorders.record(metric, took)
-        }
         let first = plan.items[0].offset
-        var pending: [(DispatchHandle<any Sendable>, UInt64, BenchMetric)] = []
-        pending.reserveCapacity(pace == .flatOut ? inFlight : 1_024)
-        var oldest = 0
         var lastMatched = (sequence: UInt64(0), state: plan.log.header.initialState, index: 0)
         var completed = 0
         var lastDue: UInt64 = 0
@@ -379,29 +395,27 @@ struct Replay: AsyncParsableCommand {
                 // A log's times only go forward; one that goes back (an edited log) is due at once, not in 584 years.
                 due = max(started &+ UInt64(Double(item.offset >= first ? item.offset - first : 0) / speed), lastDue)
                 lastDue = due
-                // Settle what has resolved while waiting, so the queue of handles stays short.
-                while oldest < pending.count, pending[oldest].0.isResolved {
-                    await settle(pending[oldest].0, since: pending[oldest].1, metric: pending[oldest].2)
-                    oldest += 1
-                }
                 try await waitUntil(due)
             } else {
-                while pending.count - oldest >= inFlight {
-                    await settle(pending[oldest].0, since: pending[oldest].1, metric: pending[oldest].2)
-                    oldest += 1
+                while outstanding >= inFlight {
+                    _ = await freedIterator.next()
+                    outstanding -= 1
                 }
                 due = nowNanoseconds()
             }
-            pending.append((store.dispatch(item.item), due, item.metric))
-            completed += 1
-            if oldest > 4_096 {
-                pending.removeFirst(oldest)
-                oldest = 0
+            let handle = store.dispatch(item.item)
+            if handle.isResolved {
+                let failed: Bool = if case .failure = await handle.result { true } else { false }
+                sent.record(type: item.metricIndex, nanoseconds: nowNanoseconds() &- due, failed: failed)
+            } else {
+                outstanding += 1
+                queued.yield(Outstanding(handle: handle, since: due, type: item.metricIndex))
             }
+            completed += 1
             if verify, let checkpoint = plan.checkpointAfter[index] {
-                while oldest < pending.count {
-                    await settle(pending[oldest].0, since: pending[oldest].1, metric: pending[oldest].2)
-                    oldest += 1
+                while outstanding > 0 {
+                    _ = await freedIterator.next()
+                    outstanding -= 1
                 }
                 let recorded = plan.log.checkpoints[checkpoint]
                 if try store.matches!(recorded.state) {
@@ -413,11 +427,10 @@ struct Replay: AsyncParsableCommand {
                 }
             }
         }
-        while oldest < pending.count {
-            await settle(pending[oldest].0, since: pending[oldest].1, metric: pending[oldest].2)
-            oldest += 1
-        }
+        queued.finish()
+        await collector.value
         let elapsed = Double(nowNanoseconds() - started) / 1e9
+        let timings = sent.adding(collected)
         recorders.setRecording(false)
         if verify, verdict == nil, !Interruption.shared.requested {
             let checked = plan.log.checkpoints.count
@@ -440,11 +453,14 @@ struct Replay: AsyncParsableCommand {
         if direct, !Interruption.shared.requested {
             throughput["direct_per_second"] = try await directRate(plan, replay: replay, context: context)
         }
-        let merged = recorders.merged()
+        var histograms = recorders.merged().histograms
+        histograms[endToEnd] = timings.endToEnd
+        for (index, metric) in plan.metrics.enumerated() { histograms[metric] = timings.byType[index] }
+        let merged = (histograms: histograms, ())
         var parameters: [String: BenchResult.Parameter] = [
             "scenario": "replay", "log": .text((log as NSString).lastPathComponent), "updaters": .integer(plan.items.count),
             "side_effects_skipped": .integer(plan.sideEffects), "workers": .integer(1), "loop": .text(pace == .recorded ? "open" : "closed"),
-            "pace": .text(pace.rawValue), "trace_backend": .text(traceBackend.rawValue), "rejected": .integer(rejected.value),
+            "pace": .text(pace.rawValue), "trace_backend": .text(traceBackend.rawValue), "rejected": .integer(timings.rejected),
         ]
         if pace == .recorded { parameters["speed"] = .number(speed) } else { parameters["in_flight"] = .integer(inFlight) }
         let result = BenchResult(
@@ -486,5 +502,41 @@ struct Replay: AsyncParsableCommand {
         for item in plan.items { last = store.dispatch(item.item) }
         _ = await last?.result
         return Double(plan.items.count) / (Double(nowNanoseconds() - started) / 1e9)
+    }
+}
+
+/// An updater handed to the replay's collector: its handle, when its latency counts from, its type's histogram.
+struct Outstanding: Sendable {
+    let handle: DispatchHandle<any Sendable>
+    let since: UInt64
+    let type: Int
+}
+
+/// A replay's histograms: one task records into them, one item at a time.
+final class ReplayTimings: @unchecked Sendable {
+    var endToEnd = makeHistogram()
+    var byType: [LatencyHistogram]
+    /// Updaters whose handle failed (a throwing updater that threw, as it may have when recorded).
+    var rejected = 0
+
+    init(types: Int) { byType = (0..<types).map { _ in makeHistogram() } }
+
+    func record(type: Int, nanoseconds: UInt64, failed: Bool) {
+        _ = endToEnd.record(max(nanoseconds, 1))
+        _ = byType[type].record(max(nanoseconds, 1))
+        if failed { rejected += 1 }
+    }
+
+    /// Both sets of samples (call once neither is written any more).
+    func adding(_ other: ReplayTimings) -> ReplayTimings {
+        let sum = ReplayTimings(types: byType.count)
+        sum.endToEnd.add(endToEnd)
+        sum.endToEnd.add(other.endToEnd)
+        for index in byType.indices {
+            sum.byType[index].add(byType[index])
+            sum.byType[index].add(other.byType[index])
+        }
+        sum.rejected = rejected + other.rejected
+        return sum
     }
 }
