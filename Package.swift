@@ -59,7 +59,7 @@ let package = Package(
         .target(name: "CKatanaFlightRecorder", dependencies: ["CKatanaTraceProvider"]),
         .target(
             name: "KatanaFlightRecorder",
-            dependencies: ["KatanaTrace", "CKatanaFlightRecorder", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["KatanaTrace", "CKatanaFlightRecorder", "CKatanaTraceProvider", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "KatanaDispatchLog",

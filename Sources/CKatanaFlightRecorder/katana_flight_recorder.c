@@ -60,25 +60,6 @@ static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
    the whole recording. */
 static uint64_t base_ticks, base_ns;
 
-static uint64_t monotonic_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-/* A tick count and the monotonic time at the same moment (the tightest of a few tries). */
-static void clock_pair(uint64_t *ticks, uint64_t *ns) {
-    uint64_t best = UINT64_MAX;
-    for (int i = 0; i < 5; i++) {
-        uint64_t before = katana_ticks(), at = monotonic_now(), after = katana_ticks();
-        if (after - before < best) {
-            best = after - before;
-            *ticks = before + (after - before) / 2;
-            *ns = at;
-        }
-    }
-}
-
 void katana_fr_configure(size_t total_bytes, size_t ring_bytes) {
     pthread_mutex_lock(&rings_lock);
     if (!configured) {
@@ -115,7 +96,7 @@ static ring *attach(void) {
     configured = 1;
     ring *r = NULL;
     size_t count = atomic_load_explicit(&ring_count, memory_order_relaxed);
-    if (count == 0) clock_pair(&base_ticks, &base_ns);
+    if (count == 0) (void)katana_clock_pair(&base_ticks, &base_ns);
     if (count < ring_limit) {
         r = calloc(1, sizeof *r);
         _Atomic uint64_t *words = r ? calloc(ring_records * WORDS, sizeof *words) : NULL;
@@ -197,13 +178,13 @@ uint64_t katana_fr_floor(uint64_t count) {
     floor_scratch.mask = 63;
     floor_scratch.words = floor_words;
     floor_ring = &floor_scratch;
-    uint64_t start = monotonic_now();
+    uint64_t start = katana_monotonic_ns();
     for (uint64_t i = 0; i < count; i++) {
         ring *volatile *slot = &floor_ring;
         uint64_t began = katana_duration_start();
         put_record(*slot, katana_duration_start(), i, 0, began, "floor", (uint64_t)KATANA_FR_INLINE_SINCE << 32);
     }
-    return monotonic_now() - start;
+    return katana_monotonic_ns() - start;
 }
 
 /* Signals that ask for a dump reach a pipe: the handler only writes the signal's number to it (async-signal-safe),
@@ -238,7 +219,6 @@ int katana_fr_watch_signal(int number, char *error, size_t error_size) {
     return status ? -1 : fd;
 }
 
-void katana_fr_name_thread(const char *name) { pthread_setname_np(pthread_self(), name); }
 
 int katana_fr_next_signal(int fd) {
     for (;;) {
@@ -274,7 +254,7 @@ typedef struct {
 
 static clock_map dump_clock(void) {
     clock_map map = {0, 0, 0};
-    clock_pair(&map.ticks, &map.ns);
+    (void)katana_clock_pair(&map.ticks, &map.ns);
     uint64_t bits = __atomic_load_n(&katana_ns_per_tick_bits, __ATOMIC_RELAXED);
     memcpy(&map.per_tick, &bits, sizeof map.per_tick);
     pthread_mutex_lock(&rings_lock);
@@ -456,7 +436,7 @@ static int write_file(const char *dir, const char *name, const void *data, size_
 static void random_uuid(unsigned char uuid[16]) {
     FILE *f = fopen("/dev/urandom", "rb");
     if (!f || fread(uuid, 1, 16, f) != 16) {
-        uint64_t seed = monotonic_now() ^ (uint64_t)getpid() << 32;
+        uint64_t seed = katana_monotonic_ns() ^ (uint64_t)getpid() << 32;
         for (int i = 0; i < 16; i++) { seed = seed * 6364136223846793005u + 1442695040888963407u; uuid[i] = (unsigned char)(seed >> 56); }
     }
     if (f) fclose(f);

@@ -25,7 +25,7 @@ const struct katana_trace_provider *katana_trace_registered_provider(void) {
 
 uint64_t katana_ns_per_tick_bits = 0;
 
-static uint64_t monotonic_ns(void) {
+uint64_t katana_monotonic_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
@@ -67,10 +67,10 @@ static void store_rate(double per_tick) {
 /* A tick count and the CLOCK_MONOTONIC time at the same instant: the tick read bracketed by two clock reads, the
  * tightest of a few tries (a thread preempted between the reads would otherwise skew the rate by the time it lost).
  * Returns 0 when no try was bracketed within 20 µs. */
-static int sample_point(uint64_t *ticks, uint64_t *ns) {
+int katana_clock_pair(uint64_t *ticks, uint64_t *ns) {
     uint64_t best = UINT64_MAX;
     for (int attempt = 0; attempt < 8; attempt++) {
-        uint64_t before = monotonic_ns(), now = katana_ticks(), after = monotonic_ns();
+        uint64_t before = katana_monotonic_ns(), now = katana_ticks(), after = katana_monotonic_ns();
         if (after - before < best) {
             best = after - before;
             *ticks = now;
@@ -82,7 +82,7 @@ static int sample_point(uint64_t *ticks, uint64_t *ns) {
 }
 
 static void ticks_init(void) {
-    ticks_usable = tsc_invariant() && sample_point(&first_ticks, &first_ns);
+    ticks_usable = tsc_invariant() && katana_clock_pair(&first_ticks, &first_ns);
     if (!ticks_usable) return;
 #if defined(__aarch64__)
     uint64_t frequency;
@@ -95,10 +95,10 @@ static void ticks_init(void) {
  * a call 20 ms or more later sets the rate and returns a tick token (racing callers each compute one; they differ by parts per million). */
 uint64_t katana_duration_start_slow(void) {
     pthread_once(&ticks_once, ticks_init);
-    uint64_t now = monotonic_ns();
+    uint64_t now = katana_monotonic_ns();
     if (ticks_usable && now - first_ns >= 20000000u) {
         uint64_t ticks, ns;
-        if (sample_point(&ticks, &ns) && ticks > first_ticks && ns > first_ns) {
+        if (katana_clock_pair(&ticks, &ns) && ticks > first_ticks && ns > first_ns) {
             store_rate((double)(ns - first_ns) / (double)(ticks - first_ticks));
             return ticks | (UINT64_C(1) << 63);  /* the call that calibrates already measures in ticks */
         }
@@ -107,7 +107,7 @@ uint64_t katana_duration_start_slow(void) {
 }
 
 uint64_t katana_duration_ns_slow(uint64_t token) {
-    uint64_t now = monotonic_ns() & ~(UINT64_C(1) << 63);
+    uint64_t now = katana_monotonic_ns() & ~(UINT64_C(1) << 63);
     return now >= token ? now - token : 0;
 }
 

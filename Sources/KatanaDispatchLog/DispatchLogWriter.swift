@@ -18,7 +18,7 @@ public final class DispatchLogWriter: @unchecked Sendable {
     /// The size the file never exceeds.
     public let limitBytes: Int
     private let file: FileHandle
-    private let started: UInt64 = DispatchLogWriter.monotonicNow()
+    private let started: UInt64 = katana_monotonic_ns()
     // Guarded by `lock`: items waiting to be written, and what the writer thread has done.
     private let lock = NSCondition()
     private var pending: [Pending] = []
@@ -94,7 +94,7 @@ public final class DispatchLogWriter: @unchecked Sendable {
     public static let maximumPending = 1 << 16
 
     /// Nanoseconds since recording started (the `t_ns` of an item dispatched now).
-    public var now: UInt64 { Self.monotonicNow() &- started }
+    public var now: UInt64 { katana_monotonic_ns() &- started }
 
     /// Logs one dispatched item. Never blocks on I/O; after the size limit, the item is only counted.
     public func append(kind: DispatchLogKind, type: String, id: UInt64, parentID: UInt64, value: (any Encodable & Sendable)?,
@@ -342,11 +342,5 @@ public final class DispatchLogWriter: @unchecked Sendable {
             }
         }
         return result + "\""
-    }
-
-    static func monotonicNow() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 }

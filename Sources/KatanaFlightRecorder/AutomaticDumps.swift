@@ -1,4 +1,5 @@
 internal import CKatanaFlightRecorder
+internal import CKatanaTraceProvider
 import Foundation
 import KatanaTrace
 import Logging
@@ -195,7 +196,7 @@ final class AutomaticDumps: @unchecked Sendable {
             guard !watching else { return }
             watching = true
             let thread = Thread { [self] in
-                katana_fr_name_thread("katana-fr-dumps")
+                katana_name_this_thread("katana-fr-dumps")
                 while case let number = katana_fr_next_signal(fd), number >= 0 {
                     guard let (directory, report) = lock.withLock({ signals[Int32(number)] }) else { continue }
                     queue.async { report(recorder.automaticDump(reason: .signal(Int32(number)), into: directory, skipped: 0)) }

@@ -136,6 +136,14 @@ public func readProcFile(_ path: String) -> String? {
     return String(decoding: data, as: UTF8.self)
 }
 
+/// The names of a live process's threads (`/proc/PID/task/*/comm`); empty once it has gone.
+public func threadNames(of pid: pid_t) -> [String] {
+    let tasks = "/proc/\(pid)/task"
+    return ((try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []).compactMap {
+        readProcFile("\(tasks)/\($0)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
 /// Sends `pid` SIGINT once it has taken SIGINT over (ignored or caught: a process that hands the signal to a
 /// dispatch source ignores it, and libdispatch on Linux then catches it) and `delay` seconds have passed since: a
 /// test interrupts a command mid-run, never before it can handle the signal. Gives up after `timeout` seconds.

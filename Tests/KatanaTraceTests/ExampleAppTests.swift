@@ -91,12 +91,7 @@ final class Conversation {
 
     /// The files the live process has mapped and the names of its threads, read from /proc.
     var mappedFiles: String { readProcFile("/proc/\(process.processIdentifier)/maps") ?? "" }
-    var threadNames: [String] {
-        let tasks = "/proc/\(process.processIdentifier)/task"
-        return ((try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []).compactMap {
-            try? String(contentsOfFile: "\(tasks)/\($0)/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-    }
+    var threadNames: [String] { KatanaTestSupport.threadNames(of: process.processIdentifier) }
 
     func finish() -> Int32 {
         try? input.fileHandleForWriting.close()
@@ -155,17 +150,13 @@ final class Conversation {
             bench.terminate()
             bench.waitUntilExit()
         }
-        let proc = "/proc/\(bench.processIdentifier)"
-        func threadNames() -> [String] {
-            ((try? FileManager.default.contentsOfDirectory(atPath: "\(proc)/task")) ?? []).compactMap {
-                readProcFile("\(proc)/task/\($0)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines)
-            }
-        }
+        let pid = bench.processIdentifier
+        func threadNames() -> [String] { KatanaTestSupport.threadNames(of: pid) }
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline, !threadNames().contains(where: { $0.hasSuffix("-ust") }) { try? await Task.sleep(nanoseconds: 20_000_000) }
         #expect(threadNames().contains { $0.hasSuffix("-ust") }, "no lttng-ust listener thread: \(threadNames())")
         #expect(bench.isRunning, "katana-bench ended before the checks")
-        #expect(readProcFile("\(proc)/maps")?.contains("liblttng-ust") == true)
+        #expect(readProcFile("/proc/\(pid)/maps")?.contains("liblttng-ust") == true)
     }
 }
 

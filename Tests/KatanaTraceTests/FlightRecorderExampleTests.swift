@@ -85,11 +85,8 @@ import Testing
         let proc = "/proc/\(service.processIdentifier)"
         // unshare and sh exec the service itself: the same process id throughout.
         let deadline = ContinuousClock.now + .seconds(60)
-        func threads() -> [String] {
-            ((try? FileManager.default.contentsOfDirectory(atPath: "\(proc)/task")) ?? []).compactMap {
-                readProcFile("\(proc)/task/\($0)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines)
-            }
-        }
+        let pid = service.processIdentifier
+        func threads() -> [String] { threadNames(of: pid) }
         while ContinuousClock.now < deadline, !threads().contains("katana-fr-dumps") { try await Task.sleep(for: .milliseconds(20)) }
         try #require(threads().contains("katana-fr-dumps"), "the recorder's signal thread never started: \(threads())")
         let maps = readProcFile("\(proc)/maps") ?? ""

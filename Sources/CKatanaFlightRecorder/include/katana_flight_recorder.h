@@ -52,8 +52,6 @@ int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t erro
    signal and returns its number (-1 when the pipe fails). */
 int katana_fr_watch_signal(int signal, char *error, size_t error_size);
 int katana_fr_next_signal(int fd);
-/* Names the calling thread (15 characters at most), as ps and /proc show it. */
-void katana_fr_name_thread(const char *name);
 
 /* Events recorded so far on all threads, and events lost for want of a ring. */
 void katana_fr_counts(uint64_t *recorded, uint64_t *discarded);

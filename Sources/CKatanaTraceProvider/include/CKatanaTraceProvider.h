@@ -121,6 +121,14 @@ const struct katana_trace_provider *_Nullable katana_trace_registered_provider(v
 
 #pragma clang assume_nonnull end
 
+/// CLOCK_MONOTONIC in nanoseconds.
+uint64_t katana_monotonic_ns(void);
+
+/// A tick count and the monotonic time at the same moment: the tick read bracketed by two clock reads, the tightest
+/// of a few tries. Returns 0 when no try was bracketed within 20 µs (the values are the best try's still). What the
+/// duration clock calibrates with, and the flight recorder maps its ticks to time with.
+int katana_clock_pair(uint64_t *_Nonnull ticks, uint64_t *_Nonnull ns);
+
 /// Names the calling thread for `top`, `perf` and traces (at most 15 bytes are kept): Katana's own threads (a
 /// dispatch log's writer, the flight recorder's dumper).
 void katana_name_this_thread(const char *_Nonnull name);
