@@ -417,7 +417,7 @@ struct Micro: AsyncParsableCommand {
 
     /// What the flight recorder adds to a fire-and-forget dispatch, against an unrecorded store in the same run, its
     /// floor (two clock reads and one record into a per-thread ring) and, while an LTTng session records, one raw
-    /// LTTng-UST event (issue #41's budget: at most 1.5× the floor and 0.15× that event).
+    /// LTTng-UST event — the two ratios issue #41 budgets, which the lines it prints state.
     private func flightRecorderCost(into figures: inout [String: Double]) {
         var added: [Double] = [], unrecorded: [Double] = [], floors: [Double] = [], events: [Double] = []
         let lttng = LinkedLTTng.backend.flatMap { $0.isEnabled ? $0 : nil }
@@ -450,8 +450,8 @@ struct Micro: AsyncParsableCommand {
 
     /// What a dispatch log adds to a fire-and-forget `Codable` updater of four fields, against an unrecorded store in
     /// the same run (alternating slices, each short of the writer's backlog limit so the log is never cut, the writer
-    /// caught up between them off the clock); the writer thread's own time per item (encode and write); bytes per item
-    /// (issue #42's budget: at most 1 µs per item on the dispatching thread).
+    /// caught up between them off the clock); the writer thread's own time per item (encode and write); bytes per item.
+    /// The dispatching thread's figure is the one issue #42 budgets (its line states the budget).
     private func dispatchLogCost(into figures: inout [String: Double]) throws {
         let count = min(iterations, 500_000)
         let slice = min(count, 20_000)
@@ -539,8 +539,8 @@ struct Micro: AsyncParsableCommand {
     }
 
     /// Side effects per slice of a run: slices of the figure and of its floor alternate, so both see the same phase
-    /// of a shared machine (a run of 100k side effects, then 100k floor tasks, paired figures ~0.2 s apart, and
-    /// the VM's speed moves on that scale: the same binary's ratio went 1.1–1.9× run to run).
+    /// of a shared machine. Measured whole, one after the other, the two figures were far enough apart in time for a
+    /// VM's speed to move between them, and `micro --only side-effects`' ratio wandered from run to run.
     static let sideEffectSlice = 5_000
 
     /// ns per side effect (dispatch, run, dispatch and await one updater), dispatched a slice at a time, each slice

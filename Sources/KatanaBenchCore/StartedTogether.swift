@@ -4,9 +4,9 @@ import Synchronization
 /// Runs `body(index)` on `count` threads of their own, released together: each thread arrives at a barrier and
 /// none starts before all have. Returns, when every `body` has returned, the moment they were released.
 ///
-/// `DispatchQueue.concurrentPerform` started the second of two iterations 0.8–4 ms after the first (a pool thread
-/// has to wake), so a "two threads" run of ~10 ms was partly one thread alone: its figure mixed the contended cost
-/// with the uncontended one, in proportions that changed from run to run.
+/// `DispatchQueue.concurrentPerform` started the second of two iterations late (a pool thread has to wake), so a
+/// short "two threads" run was partly one thread alone: `micro --only two-producers` mixed the contended cost with
+/// the uncontended one, in proportions that changed from run to run.
 func runStartedTogether(threads count: Int, _ body: @escaping @Sendable (Int) -> Void) -> UInt64 {
     let barrier = StartBarrier(count: count)
     let finished = DispatchGroup()

@@ -44,7 +44,8 @@ extension PartialStore {
     /// about `queueBatchNanoseconds` (the batch size doubles while batches are quicker, and shrinks in proportion
     /// when one was slower). Waiting producers tell a moving lane from a stalled one by the batches taken, so a
     /// batch must never outlast the stall timeout while the lane moves: the whole backlog taken at once (after a
-    /// stall, 300 items of 1 ms) looked stalled, and producers flooded past the backlog limit without end.
+    /// stall, a backlog of slow items) looked stalled, and producers flooded past the backlog limit without end
+    /// (`LaneHelpingLimitTests.afterAStallASlowButMovingLaneHoldsProducersAgain`).
     @inlinable
     final func drainQueue() {
         var limit = Self.queueBatchFirstLimit
