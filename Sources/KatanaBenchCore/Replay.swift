@@ -241,12 +241,7 @@ struct Replay: AsyncParsableCommand {
     var traceBackend: Micro.Backend = .default
     @Option(name: .customLong("repeat"), parsing: .unconditional, help: "Independent repetitions, each a fresh store replaying the whole log.")
     var repetitions: Int = 1
-    @Option(help: "Write all figures, parameters and environment as JSON to this file.")
-    var json: String?
-    @Option(help: "Write HdrHistogram percentile-distribution (.hgrm) files into this directory.")
-    var hgrm: String?
-    @Option(help: "Write a latency-by-percentile SVG chart to this file.")
-    var plot: String?
+    @OptionGroup var outputs: ResultOutputs
 
     func validate() throws {
         guard let replay = BenchScenarios.replay else {
@@ -258,8 +253,7 @@ struct Replay: AsyncParsableCommand {
         if verify, !replay.verifies {
             throw ValidationError("--verify compares states: this replay's state type \(replay.stateType) is not Codable and Equatable")
         }
-        for path in [json, plot].compactMap({ $0 }) { try checkWritable(file: path) }
-        if let hgrm { try checkWritable(directory: hgrm) }
+        try outputs.check()
     }
 
     /// What a replay found: its result and histograms, what it said about the log, and `--verify`'s verdict.
@@ -280,18 +274,8 @@ struct Replay: AsyncParsableCommand {
         if let direct = outcome.result.throughput["direct_per_second"] {
             table += String(format: "\nthe same updaters dispatched back to back (--direct): %.0f/s", direct)
         }
-        if json == "-" { FileHandle.standardError.write(Data((table + "\n").utf8)) } else { print(table) }
-        do {
-            if let json { try Report.writeJSON(outcome.result, to: json) }
-            if let hgrm { try Report.writeHgrm(outcome.histograms, to: hgrm) }
-            if let plot {
-                let chart = Plot.svg(histograms: outcome.histograms, title: "replay \((log as NSString).lastPathComponent)",
-                                     subtitle: Report.subtitle(outcome.result), baseline: nil, baselineName: "")
-                try writeOutput(Data(chart.utf8), to: plot)
-            }
-        } catch {
-            throw ValidationError("could not write the output: \(error.localizedDescription)")
-        }
+        outputs.show(table)
+        try outputs.write(outcome.result, histograms: outcome.histograms, title: "replay \((log as NSString).lastPathComponent)")
         if let verdict = outcome.verdict {
             FileHandle.standardError.write(Data("replay: verify: \(verdict)\n".utf8))
             if outcome.failed { throw ExitCode(1) }

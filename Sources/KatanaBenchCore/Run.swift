@@ -82,12 +82,7 @@ struct Run: AsyncParsableCommand {
     var flightRecorderDump: String?
     @Option(name: .customLong("repeat"), parsing: .unconditional, help: "Independent repetitions (each a fresh store, warm-up and measured phase); --json keeps each one's figures so `compare` can test significance (use 5 or more).")
     var repetitions: Int = 1
-    @Option(help: "Write all figures, parameters and environment as JSON to this file.")
-    var json: String?
-    @Option(help: "Write HdrHistogram percentile-distribution (.hgrm) files into this directory.")
-    var hgrm: String?
-    @Option(help: "Write a latency-by-percentile SVG chart to this file.")
-    var plot: String?
+    @OptionGroup var outputs: ResultOutputs
     @Option(help: "Draw this earlier result (--json) on the --plot chart, dashed, to compare the shapes.")
     var baseline: String?
     @Option(name: .customLong("trace"), help: "Record the run with LTTng (katana:*, vpid/vtid) into this directory, as traces/record does.")
@@ -139,10 +134,9 @@ struct Run: AsyncParsableCommand {
         try checkRange(payload, 0...(1 << 30), "--payload", unit: "bytes")
         try checkRange(repetitions, 1...1_000, "--repeat")
         // Fail before the run, not after it, when an output cannot be written.
-        for path in [json, plot].compactMap({ $0 }) { try checkWritable(file: path) }
-        if let hgrm { try checkWritable(directory: hgrm) }
+        try outputs.check()
         if let baseline {
-            guard plot != nil else { throw ValidationError("--baseline draws an earlier run on the --plot chart: give --plot too") }
+            guard outputs.plot != nil else { throw ValidationError("--baseline draws an earlier run on the --plot chart: give --plot too") }
             _ = try Run.baselineHistograms(baseline)
         }
         if traceDirectory != nil {
@@ -187,29 +181,15 @@ struct Run: AsyncParsableCommand {
                 throw ValidationError("--flight-recorder-dump: \(error)")
             }
         }
-        // With `--json -` standard output is the JSON alone: the table goes to standard error.
-        if json == "-" {
-            FileHandle.standardError.write(Data((Report.table(result) + "\n").utf8))
-        } else {
-            print(Report.table(result))
-        }
+        outputs.show(Report.table(result))
         if let rate, let achieved = result.throughput["top_level_per_second"], achieved < rate * 0.95, !Interruption.shared.requested {
             FileHandle.standardError.write(Data(String(
                 format: "katana-bench: warning: --rate asked for %.0f/s and the run achieved %.0f/s (%.0f%%): the machine could not keep up, so latencies include the growing backlog\n",
                 rate, achieved, achieved / rate * 100).utf8))
         }
-        do {
-            if let json { try Report.writeJSON(result, to: json) }
-            if let hgrm { try Report.writeHgrm(histograms, to: hgrm) }
-            if let plot {
-                let chart = Plot.svg(histograms: histograms, title: "katana-bench \(result.scenario)", subtitle: Report.subtitle(result),
-                                     baseline: try baseline.map(Run.baselineHistograms),
-                                     baselineName: baseline.map { "baseline \(($0 as NSString).lastPathComponent)" } ?? "")
-                try writeOutput(Data(chart.utf8), to: plot)
-            }
-        } catch {
-            throw ValidationError("could not write the output: \(error.localizedDescription)")
-        }
+        try outputs.write(result, histograms: histograms, title: "katana-bench \(result.scenario)",
+                          baseline: { try baseline.map(Run.baselineHistograms) },
+                          baselineName: baseline.map { "baseline \(($0 as NSString).lastPathComponent)" } ?? "")
         if Interruption.shared.requested { throw ExitCode(130) }
     }
 
