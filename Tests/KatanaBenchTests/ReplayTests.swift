@@ -126,6 +126,29 @@ typealias LedgerStore = Store<Ledger, EmptySideEffectDependencyContainer>
         #expect(faster.result.durationSeconds >= 0.1, "\(faster.result.durationSeconds) s")
     }
 
+    /// Recorded times that go back (an edited or spliced log): the later item is due at once, not when an unsigned
+    /// subtraction that wrapped says (some centuries on: the replay never ended).
+    @Test func recordedTimesThatGoBackAreDueAtOnce() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("backwards.jsonl").path
+        let writer = try DispatchLogWriter(path: path, stateType: String(reflecting: Ledger.self), initialState: Ledger())
+        var final = Ledger()
+        for (index, (value, offset)) in [(1, UInt64(200_000_000)), (2, 0), (3, 100_000_000)].enumerated() {
+            writer.append(kind: .updater, type: String(reflecting: Post.self), id: UInt64(index + 1), parentID: 0,
+                          value: Post(value: value), at: offset)
+            Post(value: value).updateState(&final)
+        }
+        try writer.finish(finalState: final)
+        let watchdog = Watchdog("a replay of a log whose times go back", stallSeconds: 120)
+        defer { watchdog.stop() }
+        // At --speed 2 the wrapped difference, halved, no longer wraps back into the past when added to the start.
+        let outcome = try await Self.replay([path, "--pace", "recorded", "--speed", "2", "--verify"])
+        watchdog.progress()
+        #expect(outcome.verdict?.hasPrefix("passed") == true, "\(outcome.verdict ?? "")")
+        #expect(outcome.result.metrics["replay.end_to_end"]?.count == 3)
+    }
+
     /// A changed updater: --verify fails and names the item whose replay first changes what differs.
     @Test func aChangedUpdaterFailsVerifyNamingTheItem() async throws {
         let directory = try temporaryDirectory()
