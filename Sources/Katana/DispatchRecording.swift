@@ -6,7 +6,8 @@
 /// parent's: the id of the side effect that dispatched it, 0 for a top-level dispatch.
 public protocol DispatchRecorder: AnyObject, Sendable {
     /// An updater the store is about to apply, called under its lane: the calls come in the order the updaters are
-    /// applied. Keep it short: every dispatch of the store waits for it. `stateBefore` gives the state as it is now —
+    /// applied. With interceptors, it is the updater they pass on — one they drop is never told, one they change
+    /// is told as changed — under the id of the dispatch they intercepted. Keep it short: every dispatch of the store waits for it. `stateBefore` gives the state as it is now —
     /// every earlier updater applied, this one not yet — for a recorder that checkpoints the state now and then (call
     /// it only then: holding the state makes the store copy it on its next change).
     func applying(_ updater: any AnyStateUpdater, id: UInt64, parentID: UInt64, stateBefore: () -> any State)

@@ -94,8 +94,11 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
     /// ``StoreConfiguration/dispatchRecorder``: told of every updater applied and side effect started.
     @usableFromInline final let recorder: (any DispatchRecorder)?
-    /// `recorder != nil`.
+    /// `recorder != nil`, as one byte the dispatch paths test (rather than the optional existential's box).
     @usableFromInline final let recordsDispatches: Bool
+    /// The ids of the updater whose interceptor chain the lane's holder is running, for the recorder told at the
+    /// chain's end (`recordAtChainEnd`). Set and read by the lane's holder only; used only with a recorder.
+    @usableFromInline final var chainRecord: (id: UInt64, parentID: UInt64) = (0, 0)
     /// An in-process recorder's `updater_inline`, given the start token (its end is its one clock read).
     @usableFromInline final let directUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8) -> Void)?

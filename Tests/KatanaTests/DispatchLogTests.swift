@@ -225,6 +225,68 @@ struct ResetTotal: StateUpdater {
         }
     }
 
+    /// The interceptor forms a store can have: erased (protocol), typed (protocol), closures (Katana 6's form).
+    enum InterceptorForm: String, CaseIterable, Sendable { case erased, typed, closures }
+
+    /// The log holds what the store applied, past its interceptors: an updater an interceptor drops is not in it, one
+    /// it changes is there as changed — so the logged updaters, applied to the initial state without the interceptors,
+    /// give the final state (what `--verify` relies on), whichever interceptor form did it and whether the updater was
+    /// applied inline or queued.
+    @Test(arguments: InterceptorForm.allCases)
+    func theLogHoldsWhatTheInterceptorsLetThrough(form: InterceptorForm) async throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let recorder = try DispatchLogRecorder(path: path, initialState: LogState(), checkpointEvery: 5)
+        // Odd amounts are dropped; 4 becomes 400.
+        let (interceptors, closures): ([any DispatchInterceptor], [StoreInterceptor]) = switch form {
+        case .erased: ([DropOddAndScaleFour()], [])
+        case .typed: ([TypedDropOddAndScaleFour()], [])
+        case .closures: ([], [{ _ in { next in { item in
+            if let add = item as? AddAmount {
+                if add.amount % 2 != 0 { return }
+                if add.amount == 4 { return try next(AddAmount(amount: 400, note: "scaled")) }
+            }
+            try next(item)
+        } } }])
+        }
+        let store = Store<LogState, EmptySideEffectDependencyContainer>(
+            interceptors: closures, stateInitializer: { LogState() },
+            configuration: .init(traceBackend: NoOpTraceBackend(), interceptors: interceptors, dispatchRecorder: recorder))
+        for index in 1...10 { store.dispatch(AddAmount(amount: index, note: "inline")) }
+        // From several tasks at once: some are applied inline, some queued behind the lane's holder.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<4 {
+                group.addTask {
+                    for index in 1...25 { _ = try? await store.dispatch(AddAmount(amount: task * 100 + index, note: "")).value }
+                }
+            }
+            try await group.waitForAll()
+        }
+        _ = try? await store.dispatch(AddAmount(amount: 4, note: "last")).value
+        let final = store.state
+        try recorder.finish(finalState: final)
+
+        let log = try DispatchLogReader.read(path)
+        var types = DispatchLogTypes()
+        types.register(AddAmount.self)
+        let logged = try log.entries.map { try #require(try types.item($0) as? AddAmount) }
+        #expect(logged.allSatisfy { $0.amount % 2 == 0 && $0.amount != 4 }, "\(logged.map(\.amount))")
+        #expect(logged.filter { $0.amount == 400 }.count == 3, "the three 4s, as the interceptor changed them")
+        // The even amounts: 5 of the first ten, 12 of each task's 25, and the last 4.
+        let passedOn: Int = 5 + 4 * 12 + 1
+        #expect(logged.count == passedOn, "\(logged.count)")
+        var state = LogState()
+        for updater in logged { updater.updateState(&state) }
+        #expect(state == final)
+        for checkpoint in log.checkpoints {
+            var state = LogState()
+            for (entry, updater) in zip(log.entries, logged) where entry.sequence <= checkpoint.afterSequence {
+                updater.updateState(&state)
+            }
+            #expect(try JSONDecoder().decode(LogState.self, from: checkpoint.state) == state, "checkpoint after \(checkpoint.afterSequence)")
+        }
+    }
+
     /// A recorder never finished — its store released, the app gone on without calling `finish` — still ends its log.
     @Test func aRecorderNeverFinishedStillEndsItsLog() async throws {
         let path = Self.temporaryLog()
@@ -280,5 +342,28 @@ struct HeldEncoding: Encodable, Sendable {
         gate.wait()
         var container = encoder.singleValueContainer()
         try container.encode("held")
+    }
+}
+
+/// Drops `AddAmount`s of odd amounts (never calls `next`) and passes 4 on as 400.
+struct DropOddAndScaleFour: DispatchInterceptor {
+    func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
+        if let add = item as? AddAmount {
+            if add.amount % 2 != 0 { return }
+            if add.amount == 4 { return try next(AddAmount(amount: 400, note: "scaled")) }
+        }
+        try next(item)
+    }
+}
+
+/// `DropOddAndScaleFour` in the typed form: the changed copy passed on with `next`, of the item's own type.
+struct TypedDropOddAndScaleFour: TypedDispatchInterceptor {
+    func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
+                                       forward: (any Dispatchable) throws -> Void) throws {
+        if let add = item as? AddAmount {
+            if add.amount % 2 != 0 { return }
+            if add.amount == 4, let scaled = AddAmount(amount: 400, note: "scaled") as? Item { return try next(scaled) }
+        }
+        try next(item)
     }
 }

@@ -99,7 +99,15 @@ extension PartialStore {
     /// updater's apply into it.
     @usableFromInline @inline(never)
     final func traceStart(_ item: LaneItem, lane: DispatchLane, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
-        recorder?.applying(item.updater, id: item.id, parentID: item.parentID, stateBefore: { _state })
+        if let recorder {
+            // Through the interceptors, the recorder is told at the chain's end, of what they pass on (an updater
+            // they drop is never applied): `DispatchLogTests.theLogHoldsWhatTheInterceptorsLetThrough`.
+            if intercepting, !item.bypass {
+                chainRecord = (item.id, item.parentID)
+            } else {
+                recorder.applying(item.updater, id: item.id, parentID: item.parentID, stateBefore: { _state })
+            }
+        }
         if combined { return (katana_duration_start(), UInt32(clamping: sideEffects.count)) }
         return (traceBegin(item, lane: lane), 0)
     }
@@ -128,6 +136,13 @@ extension PartialStore {
     @usableFromInline @inline(never)
     final func combinesWithoutItem(_ type: Any.Type) -> Bool {
         tracerCombinesInline && budgets.limit(for: type) == nil
+    }
+
+    /// Tells the dispatch recorder of the updater an interceptor chain's end is about to apply — what the interceptors
+    /// passed on, under the ids of the dispatch whose chain it is (`chainRecord`).
+    @usableFromInline @inline(never)
+    final func recordAtChainEnd<U: AnyStateUpdater>(_ updater: U) {
+        recorder?.applying(updater, id: chainRecord.id, parentID: chainRecord.parentID, stateBefore: { _state })
     }
 
     /// Tells the dispatch recorder of an updater about to be applied. Out of line (and generic, so the updater is boxed

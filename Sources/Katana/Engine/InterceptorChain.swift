@@ -94,7 +94,7 @@ extension PartialStore {
 
     /// The end of an updater's chain: the first `next` applies what it passes when that is a state updater (with
     /// `apply`: inline, telling the listeners, or for a batch, recording the change), and keeps anything else as the
-    /// replacement.
+    /// replacement. The dispatch recorder, if any, is told of the updater applied here.
     @inlinable @inline(__always)
     final func endOfUpdaterChain(
         _ item: any Dispatchable, _ end: inout ChainEnd, apply: (any AnyStateUpdater) throws -> Void
@@ -104,6 +104,7 @@ extension PartialStore {
             end.setReplacement(item)
             return
         }
+        if recordsDispatches { recordAtChainEnd(updater) }
         try apply(updater)
         end.applied = true
     }
@@ -115,6 +116,7 @@ extension PartialStore {
         typed updater: U, _ end: inout ChainEnd, apply: (U) throws -> Void
     ) throws {
         guard reachEnd(&end, with: updater) else { return }
+        if recordsDispatches { recordAtChainEnd(updater) }
         try apply(updater)
         end.applied = true
     }
