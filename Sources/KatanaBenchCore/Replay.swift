@@ -324,11 +324,8 @@ struct Replay: AsyncParsableCommand {
             verdict = verdict ?? outcome
             if Interruption.shared.requested || outcome?.hasPrefix("FAILED") == true { break }
         }
-        var combined = BenchResult.combining(runs, repetitions: runs.flatMap(\.samples),
-                                             histograms: Dictionary(uniqueKeysWithValues: histograms.map { ($0.key.name, $0.value) }))
-        combined.context = context
-        if Interruption.shared.requested { combined.interrupted = true }
-        return Outcome(result: combined, histograms: histograms, notes: notes, verdict: verdict)
+        return Outcome(result: BenchResult.ofRepetitions(runs, histograms: histograms, context: context),
+                       histograms: histograms, notes: notes, verdict: verdict)
     }
 
     /// One repetition: a fresh store, the whole log. Returns the result, its histograms and, with --verify, the verdict.

@@ -190,6 +190,16 @@ extension BenchResult {
         return combined
     }
 
+    /// `--repeat`'s repetitions as one result (`run`, `replay`): combined as `combining` does, with the context the
+    /// run started in, and marked interrupted when Ctrl-C came between two repetitions (or while one was summarised).
+    static func ofRepetitions(_ runs: [BenchResult], histograms: [Metric: LatencyHistogram], context: Context) -> BenchResult {
+        var combined = combining(runs, repetitions: runs.flatMap(\.samples),
+                                 histograms: Dictionary(uniqueKeysWithValues: histograms.map { ($0.key.name, $0.value) }))
+        combined.context = context
+        if Interruption.shared.requested { combined.interrupted = true }
+        return combined
+    }
+
     /// Its encoded histograms decoded, by metric name; nil for a katana-bench/1 result, which carries none.
     func decodedHistograms() throws -> [String: LatencyHistogram]? {
         guard let histograms else { return nil }

@@ -212,12 +212,7 @@ struct Run: AsyncParsableCommand {
         // million clock reads and records; per repetition it was most of a short repetition's time).
         let harness = BenchResult.Harness(sampleCostNanoseconds: Report.measureSampleCost())
         for index in runs.indices { runs[index].harness = harness }
-        var combined = BenchResult.combining(runs, repetitions: runs.flatMap(\.samples),
-                                             histograms: Dictionary(uniqueKeysWithValues: histograms.map { ($0.key.name, $0.value) }))
-        combined.context = context
-        // Ctrl-C between two repetitions (or while one was being summarised) marks the whole run, too.
-        if Interruption.shared.requested { combined.interrupted = true }
-        return (combined, histograms)
+        return (BenchResult.ofRepetitions(runs, histograms: histograms, context: context), histograms)
     }
 
     typealias Repetition = BenchResult.Repetition
