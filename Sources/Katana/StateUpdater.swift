@@ -75,6 +75,11 @@ public struct ClosureStateUpdater<StateType: State>: StateUpdater {
 /// apply to the current state, say). The store then leaves the state exactly as it was — the updater works on a
 /// copy that replaces the state only when it returns — tells no listener, traces the dispatch with outcome
 /// `error`, and rejects the dispatch handle with the thrown error.
+///
+/// The copy is what makes a refusal leave no trace, and it has a price: a collection of the state that the updater
+/// changes is copied whole (the state before still holds it), on every dispatch that changes it. For a large state,
+/// an updater that can decide before it changes anything is a ``ValidatingStateUpdater``: it changes the state in
+/// place (`katana-bench micro --only refusable-updaters`).
 public protocol ThrowingStateUpdater<StateType>: AnyStateUpdater {
     /// The state this updater changes.
     associatedtype StateType: State
@@ -111,5 +116,60 @@ extension ThrowingStateUpdater {
             throw KatanaError.updaterThrew(UpdaterFailure(error: error, updater: "\(Self.self)"))
         }
         typed.pointee = copy
+    }
+}
+
+/// A state updater that can refuse, and decides whether it does before it changes anything: `validate` reads the
+/// state and throws to refuse; `updateValidatedState` then changes it and cannot fail. The store applies it as a
+/// ``ThrowingStateUpdater`` — a refusal leaves the state as it was, tells no listener, traces the dispatch with
+/// outcome `error` and rejects the handle with the error — but changes the state in place, where a
+/// ``ThrowingStateUpdater`` works on a copy: a large state's collections are not copied on each dispatch.
+///
+/// ```swift
+/// struct Withdraw: ValidatingStateUpdater {
+///     let amount: Int
+///     func validate(_ state: Account) throws {
+///         guard state.balance >= amount else { throw AccountError.insufficientFunds }
+///     }
+///     func updateValidatedState(_ state: inout Account) { state.balance -= amount }
+/// }
+/// ```
+public protocol ValidatingStateUpdater<StateType>: ThrowingStateUpdater {
+    /// The state this updater changes (restated so a conforming type's `validate` and `updateValidatedState` name it).
+    associatedtype StateType
+    /// Throws when the updater does not apply to `state` (the handle rejects with the error); returns to let
+    /// `updateValidatedState` change it.
+    func validate(_ state: StateType) throws
+    /// Changes `state` in place; called only after `validate` returned for this same state.
+    func updateValidatedState(_ state: inout StateType)
+}
+
+extension ValidatingStateUpdater {
+    /// `validate`, then `updateValidatedState`: the updater as a ``ThrowingStateUpdater`` (for code that applies
+    /// updaters itself, as Katana's `updatedState(currentState:)` does).
+    public func updateState(_ state: inout StateType) throws {
+        try validate(state)
+        updateValidatedState(&state)
+    }
+
+    @inlinable
+    public func _apply<T: State>(to state: inout T) throws(KatanaError) {
+        guard T.self == StateType.self else {
+            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(Self.self)")
+        }
+        try _validateAndUpdate(at: &state)
+    }
+
+    /// `validate` on the state at `pointer` (a `StateType`: `T` is `StateType`), then `updateValidatedState` on it
+    /// in place — no copy: `ThrowingUpdaterTests.aValidatingUpdaterChangesTheStateInPlace`.
+    @inlinable
+    func _validateAndUpdate<T>(at pointer: UnsafeMutablePointer<T>) throws(KatanaError) {
+        let typed = UnsafeMutableRawPointer(pointer).assumingMemoryBound(to: StateType.self)
+        do {
+            try validate(typed.pointee)
+        } catch {
+            throw KatanaError.updaterThrew(UpdaterFailure(error: error, updater: "\(Self.self)"))
+        }
+        updateValidatedState(&typed.pointee)
     }
 }

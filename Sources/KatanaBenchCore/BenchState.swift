@@ -30,6 +30,31 @@ struct TouchPayload: StateUpdater {
     }
 }
 
+/// `TouchPayload` as an updater that can refuse (it never does here), in the form that works on a copy of the state:
+/// what `micro --only refusable-updaters` sets against `TouchPayloadValidated`.
+struct TouchPayloadOrRefuse: ThrowingStateUpdater {
+    let byte: UInt8
+    func updateState(_ state: inout BenchState) throws {
+        guard state.counter >= 0 else { throw RefusedTouch() }
+        state.counter &+= 1
+        if !state.payload.isEmpty { state.payload[Int(byte) % state.payload.count] = byte }
+    }
+}
+
+/// `TouchPayloadOrRefuse` deciding before it changes anything: applied in place.
+struct TouchPayloadValidated: ValidatingStateUpdater {
+    let byte: UInt8
+    func validate(_ state: BenchState) throws {
+        guard state.counter >= 0 else { throw RefusedTouch() }
+    }
+    func updateValidatedState(_ state: inout BenchState) {
+        state.counter &+= 1
+        if !state.payload.isEmpty { state.payload[Int(byte) % state.payload.count] = byte }
+    }
+}
+
+struct RefusedTouch: Error {}
+
 /// An order of a few fields, `Codable`: what `micro --only dispatch-log` records into a dispatch log.
 struct LoggedOrder: StateUpdater, Codable {
     let id: Int

@@ -29,6 +29,9 @@ struct Micro: AsyncParsableCommand {
         case dumps
         /// A dispatch log's recording cost (KatanaDispatchLog), per `Codable` updater; only when asked for.
         case dispatchLog = "dispatch-log"
+        /// Updaters that can refuse, per state size: a `ThrowingStateUpdater` (works on a copy) against a
+        /// `ValidatingStateUpdater` (in place) and a plain `StateUpdater`; only when asked for.
+        case refusableUpdaters = "refusable-updaters"
     }
 
     @Option(name: .long, parsing: .unconditional, help: "Dispatches per run (side effects: a tenth of this).")
@@ -238,6 +241,9 @@ struct Micro: AsyncParsableCommand {
             case .dispatchLog:
                 guard only.contains(.dispatchLog) else { continue }
                 try dispatchLogCost(into: &figures)
+            case .refusableUpdaters:
+                guard only.contains(.refusableUpdaters) else { continue }
+                refusableUpdaters(backend: backend, into: &figures)
             case .dumps:
                 guard self.backend.recordsInProcess else {
                     if only.contains(.dumps) { throw ValidationError("--only dumps measures the flight recorder's dumps: give --backend flight-recorder") }
@@ -524,6 +530,51 @@ struct Micro: AsyncParsableCommand {
         let elapsed = nowNanoseconds() - start
         precondition(store.state.counter == count, "lost updates")
         return Double(elapsed) / Double(count)
+    }
+
+    /// Fire-and-forget updaters that write one byte of the state's payload, no listener, per state size: a plain
+    /// `StateUpdater`, a `ThrowingStateUpdater` (which changes a copy, so the payload is copied whole each time) and a
+    /// `ValidatingStateUpdater` (in place), the three in alternating slices of each run.
+    private func refusableUpdaters(backend: any TraceBackend, into figures: inout [String: Double]) {
+        func column(_ text: String, _ width: Int) -> String { String(repeating: " ", count: max(width - text.count, 0)) + text }
+        print("state size" + column("StateUpdater", 18) + column("ThrowingStateUpdater", 24) + column("ValidatingStateUpdater", 26)
+              + "   (fire-and-forget, writing the state)")
+        for (label, bytes, divisor) in [("0 B", 0, 1), ("1 KB", 1_024, 10), ("1 MB", 1 << 20, 1_000)] {
+            let count = max(iterations / divisor, 100)
+            let slice = max(count / 10, 10)
+            var plain: [Double] = [], onACopy: [Double] = [], validated: [Double] = []
+            for _ in 0..<runs {
+                let stores = (0..<3).map { _ in
+                    BenchStore(stateInitializer: { BenchState(payloadBytes: bytes) }, configuration: .init(traceBackend: backend))
+                }
+                var elapsed: [UInt64] = [0, 0, 0]
+                var done = 0
+                while done < count {
+                    let n = min(slice, count - done)
+                    for form in 0..<3 {
+                        let store = stores[form]
+                        let start = nowNanoseconds()
+                        switch form {
+                        case 0: for index in done..<(done + n) { store.dispatch(TouchPayload(byte: UInt8(truncatingIfNeeded: index))) }
+                        case 1: for index in done..<(done + n) { store.dispatch(TouchPayloadOrRefuse(byte: UInt8(truncatingIfNeeded: index))) }
+                        default: for index in done..<(done + n) { store.dispatch(TouchPayloadValidated(byte: UInt8(truncatingIfNeeded: index))) }
+                        }
+                        elapsed[form] += nowNanoseconds() - start
+                    }
+                    done += n
+                }
+                precondition(stores.allSatisfy { $0.state.counter == count }, "lost updates")
+                plain.append(Double(elapsed[0]) / Double(count))
+                onACopy.append(Double(elapsed[1]) / Double(count))
+                validated.append(Double(elapsed[2]) / Double(count))
+            }
+            let key = label.replacingOccurrences(of: " ", with: "").lowercased()
+            figures["refusable_\(key)_state_updater_ns_per_op"] = median(plain)
+            figures["refusable_\(key)_throwing_updater_ns_per_op"] = median(onACopy)
+            figures["refusable_\(key)_validating_updater_ns_per_op"] = median(validated)
+            print(label.padding(toLength: 10, withPad: " ", startingAt: 0)
+                  + String(format: "%12.1f ns/op%18.1f ns/op%20.1f ns/op", median(plain), median(onACopy), median(validated)))
+        }
     }
 
     /// Latency of `try await dispatch(...).value`, one at a time, in ns.

@@ -55,15 +55,19 @@ public struct PlaceOrder: StateUpdater, Codable {
     public func updateState(_ state: inout ShopState) { state.orders[order.id] = order }
 }
 
-/// Takes the order's items from stock, or throws (and changes nothing) when there are too few.
-public struct ReserveStock: ThrowingStateUpdater, Codable {
+/// Takes the order's items from stock, or refuses (and changes nothing) when there are too few. It decides before it
+/// changes anything, so the store applies it in place: as a `ThrowingStateUpdater` it would work on a copy of the
+/// state, and copy every order on each reservation.
+public struct ReserveStock: ValidatingStateUpdater, Codable {
     public let orderID: Int
     public init(orderID: Int) { self.orderID = orderID }
-    public func updateState(_ state: inout ShopState) throws {
+    public func validate(_ state: ShopState) throws {
         guard let order = state.orders[orderID] else { throw ShopError.unknownOrder(orderID) }
-        let available = state.stock[order.sku, default: 0]
-        guard available >= order.quantity else { throw ShopError.outOfStock(sku: order.sku) }
-        state.stock[order.sku] = available - order.quantity
+        guard state.stock[order.sku, default: 0] >= order.quantity else { throw ShopError.outOfStock(sku: order.sku) }
+    }
+    public func updateValidatedState(_ state: inout ShopState) {
+        guard let order = state.orders[orderID] else { return }
+        state.stock[order.sku, default: 0] -= order.quantity
         state.orders[orderID]?.status = .reserved
     }
 }
