@@ -437,7 +437,7 @@ struct Replay: AsyncParsableCommand {
         var histograms = recorders.merged().histograms
         histograms[endToEnd] = timings.endToEnd
         for (index, metric) in plan.metrics.enumerated() { histograms[metric] = timings.byType[index] }
-        let merged = (histograms: histograms, ())
+        let recorded = histograms.recordedByName
         var parameters: [String: BenchResult.Parameter] = [
             "scenario": "replay", "log": .text((log as NSString).lastPathComponent), "updaters": .integer(plan.items.count),
             "side_effects_skipped": .integer(plan.sideEffects), "workers": .integer(1), "loop": .text(pace == .recorded ? "open" : "closed"),
@@ -447,10 +447,9 @@ struct Replay: AsyncParsableCommand {
         let result = BenchResult(
             scenario: "replay", parameters: parameters, environment: .current(), durationSeconds: elapsed, throughput: throughput,
             parallelism: .init(mean: 0, max: 0), harness: .init(sampleCostNanoseconds: 0),
-            metrics: merged.histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = MetricSummary($1.value) },
-            histograms: merged.histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = HistogramEncoding.encode($1.value) },
+            metrics: recorded.mapValues(MetricSummary.init), histograms: recorded.mapValues(HistogramEncoding.encode),
             interrupted: Interruption.shared.requested ? true : nil)
-        return (result, merged.histograms, verdict)
+        return (result, histograms, verdict)
     }
 
     /// The verdict when the replayed state differs from a recorded one.

@@ -170,6 +170,13 @@ struct BenchResult: Codable, Equatable {
     }
 }
 
+extension Dictionary where Key == Metric, Value == LatencyHistogram {
+    /// The histograms that hold samples, by metric name: what a result's `metrics` and `histograms` are made from.
+    var recordedByName: [String: LatencyHistogram] {
+        filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = $1.value }
+    }
+}
+
 extension BenchResult {
     /// Several runs as one result (`run --repeat`, `merge`): the first run's description with every repetition,
     /// latencies over every sample (`histograms`, summed by metric name), the median repetition's throughput, the
@@ -193,8 +200,7 @@ extension BenchResult {
     /// `--repeat`'s repetitions as one result (`run`, `replay`): combined as `combining` does, with the context the
     /// run started in, and marked interrupted when Ctrl-C came between two repetitions (or while one was summarised).
     static func ofRepetitions(_ runs: [BenchResult], histograms: [Metric: LatencyHistogram], context: Context) -> BenchResult {
-        var combined = combining(runs, repetitions: runs.flatMap(\.samples),
-                                 histograms: Dictionary(uniqueKeysWithValues: histograms.map { ($0.key.name, $0.value) }))
+        var combined = combining(runs, repetitions: runs.flatMap(\.samples), histograms: histograms.recordedByName)
         combined.context = context
         if Interruption.shared.requested { combined.interrupted = true }
         return combined

@@ -241,10 +241,6 @@ struct Run: AsyncParsableCommand {
         return histograms
     }
 
-    private func encoded(_ histograms: [Metric: LatencyHistogram]) -> [String: String] {
-        histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = HistogramEncoding.encode($1.value) }
-    }
-
     func execute() async throws -> (BenchResult, [Metric: LatencyHistogram]) {
         let recorders = Recorders()
         let backend = try traceBackend.make()
@@ -278,6 +274,7 @@ struct Run: AsyncParsableCommand {
         let interrupted = Interruption.shared.requested
 
         let merged = recorders.merged()
+        let recorded = merged.histograms.recordedByName
         var throughput = ["top_level_per_second": Double(completed) / elapsed]
         for (name, count) in counts { throughput["\(name)_per_second"] = count / elapsed }
         let result = BenchResult(
@@ -288,8 +285,8 @@ struct Run: AsyncParsableCommand {
             throughput: throughput,
             parallelism: .init(mean: merged.parallelismMean, max: merged.parallelismMax),
             harness: .init(sampleCostNanoseconds: 0),  // set by `repeated`, once for all repetitions
-            metrics: merged.histograms.filter { $0.value.totalCount > 0 }.reduce(into: [:]) { $0[$1.key.name] = MetricSummary($1.value) },
-            histograms: encoded(merged.histograms),
+            metrics: recorded.mapValues(MetricSummary.init),
+            histograms: recorded.mapValues(HistogramEncoding.encode),
             interrupted: interrupted ? true : nil
         )
         return (result, merged.histograms)
