@@ -106,19 +106,25 @@ typealias LedgerStore = Store<Ledger, EmptySideEffectDependencyContainer>
         #expect(result.repetitions?.count == 2 && (result.throughput["direct_per_second"] ?? 0) > 0)
     }
 
+    /// Writes a ledger's log by hand: one `Post` per entry, logged at the time given (ns since the start), in order,
+    /// and the final state they make.
+    static func writePosts(_ posts: [(value: Int, at: UInt64)], to path: String) throws {
+        let writer = try DispatchLogWriter(path: path, stateType: String(reflecting: Ledger.self), initialState: Ledger())
+        var final = Ledger()
+        for (index, post) in posts.enumerated() {
+            writer.append(kind: .updater, type: String(reflecting: Post.self), id: UInt64(index + 1), parentID: 0,
+                          value: Post(value: post.value), at: post.at)
+            Post(value: post.value).updateState(&final)
+        }
+        try writer.finish(finalState: final)
+    }
+
     /// The recorded pace: items recorded 150 ms apart are sent 150 ms apart (or a third of that at --speed 3).
     @Test func theRecordedPaceIsKept() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("paced.jsonl").path
-        let writer = try DispatchLogWriter(path: path, stateType: String(reflecting: Ledger.self), initialState: Ledger())
-        var final = Ledger()
-        for (index, value) in [1, 2, 3].enumerated() {
-            writer.append(kind: .updater, type: String(reflecting: Post.self), id: UInt64(index + 1), parentID: 0,
-                          value: Post(value: value), at: UInt64(index) * 150_000_000)
-            Post(value: value).updateState(&final)
-        }
-        try writer.finish(finalState: final)
+        try Self.writePosts([(1, 0), (2, 150_000_000), (3, 300_000_000)], to: path)
         let paced = try await Self.replay([path, "--pace", "recorded", "--verify"])
         #expect(paced.result.durationSeconds >= 0.3, "\(paced.result.durationSeconds) s")
         #expect(paced.verdict?.hasPrefix("passed") == true)
@@ -132,14 +138,7 @@ typealias LedgerStore = Store<Ledger, EmptySideEffectDependencyContainer>
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("backwards.jsonl").path
-        let writer = try DispatchLogWriter(path: path, stateType: String(reflecting: Ledger.self), initialState: Ledger())
-        var final = Ledger()
-        for (index, (value, offset)) in [(1, UInt64(200_000_000)), (2, 0), (3, 100_000_000)].enumerated() {
-            writer.append(kind: .updater, type: String(reflecting: Post.self), id: UInt64(index + 1), parentID: 0,
-                          value: Post(value: value), at: offset)
-            Post(value: value).updateState(&final)
-        }
-        try writer.finish(finalState: final)
+        try Self.writePosts([(1, 200_000_000), (2, 0), (3, 100_000_000)], to: path)
         let watchdog = Watchdog("a replay of a log whose times go back", stallSeconds: 120)
         defer { watchdog.stop() }
         // At --speed 2 the wrapped difference, halved, no longer wraps back into the past when added to the start.
