@@ -7,9 +7,10 @@
 public protocol DispatchRecorder: AnyObject, Sendable {
     /// An updater the store is about to apply, called under its lane: the calls come in the order the updaters are
     /// applied. With interceptors, it is the updater they pass on — one they drop is never told, one they change
-    /// is told as changed — under the id of the dispatch they intercepted. Keep it short: every dispatch of the store waits for it. `stateBefore` gives the state as it is now —
-    /// every earlier updater applied, this one not yet — for a recorder that checkpoints the state now and then (call
-    /// it only then: holding the state makes the store copy it on its next change).
+    /// is told as changed — under the id of the dispatch they intercepted. Keep it short: every dispatch of the store
+    /// waits for it. `stateBefore` gives the state as it is now — every earlier updater applied, this one not yet —
+    /// for a recorder that checkpoints the state now and then (call it only then: holding the state makes the store
+    /// copy it on its next change).
     func applying(_ updater: any AnyStateUpdater, id: UInt64, parentID: UInt64, stateBefore: () -> any State)
     /// A side effect the store starts (on the side effect's task, before its body).
     func starting(_ sideEffect: any AnySideEffect, id: UInt64, parentID: UInt64)
