@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "KatanaRedux", targets: ["KatanaRedux"]),
         .library(name: "KatanaRouter", targets: ["KatanaRouter"]),
         .library(name: "KatanaDistributedTracing", targets: ["KatanaDistributedTracing"]),
+        .library(name: "KatanaMetrics", targets: ["KatanaMetrics"]),
         .library(name: "KatanaBench", targets: ["KatanaBench"]),
         .executable(name: "katana-router-example", targets: ["katana-router-example"]),
         .executable(name: "katana-bench", targets: ["katana-bench"]),
@@ -36,6 +37,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Only KatanaMetricsTests use it: the real Prometheus exposition the metrics are checked against.
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .target(name: "CKatanaTraceProvider"),
@@ -89,6 +93,13 @@ let package = Package(
             name: "KatanaDistributedTracing",
             dependencies: ["KatanaTrace", .product(name: "Tracing", package: "swift-distributed-tracing")]
         ),
+        // Dispatches as swift-metrics histograms, counters and gauges (its own product: the core depends on no
+        // metrics API). The per-thread counters are C: plain stores by their one writer, read by the exporter.
+        .target(name: "CKatanaMetrics", dependencies: ["CKatanaTraceProvider"]),
+        .target(
+            name: "KatanaMetrics",
+            dependencies: ["Katana", "KatanaTrace", "CKatanaMetrics", .product(name: "CoreMetrics", package: "swift-metrics")]
+        ),
         .executableTarget(
             name: "katana-router-example",
             dependencies: ["Katana", "KatanaRouter", "KatanaLTTng"]
@@ -102,6 +113,7 @@ let package = Package(
                 "KatanaTrace",
                 "KatanaFlightRecorder",
                 "KatanaDispatchLog",
+                "KatanaMetrics",
                 "CKatanaTraceProvider",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -167,6 +179,15 @@ let package = Package(
                 "KatanaDistributedTracing", "Katana", "KatanaTrace", "KatanaTestSupport",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]
+        ),
+        .testTarget(
+            name: "KatanaMetricsTests",
+            dependencies: [
+                "KatanaMetrics", "Katana", "KatanaTrace", "KatanaTestSupport", "KatanaFlightRecorder",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .testTarget(
