@@ -31,7 +31,11 @@ typedef struct {
 typedef struct {
     _Atomic(block *) *blocks; /* one per series, made on the thread's first dispatch of it */
     _Atomic uint64_t side_effects_begun, side_effects_ended, queued, dequeued;
+    _Atomic uint64_t timed, untimed; /* dispatches whose timing began, and whose timing was taken out again */
     _Atomic int free;         /* its thread ended: the next new thread takes it over (its totals stay) */
+    /* The updater this thread began applying last, and when: an updater ends on the thread that began it, with no
+       other updater's begin in between, so its service time needs nothing shared. */
+    uint64_t updater_id, updater_began;
     int shared;               /* written by many threads (with atomic adds): events of exiting threads */
     /* The owner's last series, by name and kind: a direct-mapped table (only the owner touches it). */
     uintptr_t cache_keys[CACHE_SLOTS];
@@ -53,6 +57,15 @@ typedef struct {
     char pad[64];
 } timing_shard;
 
+/* Updaters between their enqueue and their begin, by id modulo the table's size: the producer claims its slot
+   (compare-and-swap of the id from 0), then stores its enqueue time; the lane's holder, which begins the updater
+   after the producer has enqueued it under the lane's lock, reads and frees the slot. A slot still taken by an
+   updater 16,384 dispatches older sends the newer one to the locked table instead. */
+#define WAITING_SLOTS 16384
+typedef struct {
+    _Atomic uint64_t id, enqueued, queued;
+} waiting_slot;
+
 struct katana_metrics {
     uint32_t number; /* index among the sets, for each thread's table of its shards */
     uint64_t bounds[KATANA_METRICS_MAX_BUCKETS];
@@ -73,7 +86,7 @@ struct katana_metrics {
     shard exiting;
 
     timing_shard timings[TIMING_SHARDS];
-    _Atomic uint64_t in_progress;
+    waiting_slot waiting[WAITING_SLOTS];
 };
 
 static katana_metrics *sets[KATANA_METRICS_MAX_SETS];
@@ -81,9 +94,11 @@ static _Atomic uint32_t set_count;
 static katana_metrics *_Atomic primary;
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Each thread's shard of each set, by the set's number. */
-static __thread shard *thread_shards[KATANA_METRICS_MAX_SETS];
-static __thread int thread_ended;
+/* Each thread's shard of each set, by the set's number. Initial-exec: the module is linked into the program, so a
+   thread's variables are at a fixed offset from its thread pointer (no __tls_get_addr call per dispatch). */
+#define THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
+static THREAD_LOCAL shard *thread_shards[KATANA_METRICS_MAX_SETS];
+static THREAD_LOCAL int thread_ended;
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 
@@ -385,48 +400,86 @@ static void remove_at(timing_shard *t, uint32_t slot) {
     t->used--;
 }
 
+static inline waiting_slot *waiting_of(katana_metrics *m, uint64_t id) {
+    return &m->waiting[hash64(id) & (WAITING_SLOTS - 1)]; /* hashed: consecutive ids on distant lines */
+}
+
 void katana_metrics_enqueue(katana_metrics *m, uint64_t id, uint8_t kind, const char *name, int queued) {
-    (void)kind, (void)name;
+    (void)name;
     shard *s = shard_of(m);
     if (queued) add(s, &s->queued, 1, memory_order_relaxed);
     if (id == 0) return;
     uint64_t now = katana_duration_start();
+    add(s, &s->timed, 1, memory_order_relaxed);
+    if (kind == 0) {
+        waiting_slot *w = waiting_of(m, id);
+        uint64_t free_slot = 0;
+        if (atomic_compare_exchange_strong_explicit(&w->id, &free_slot, id, memory_order_acquire, memory_order_relaxed)) {
+            atomic_store_explicit(&w->queued, (uint64_t)queued, memory_order_relaxed);
+            atomic_store_explicit(&w->enqueued, now, memory_order_release);
+            return;
+        }
+    }
     timing_shard *t = &m->timings[id % TIMING_SHARDS];
     pthread_mutex_lock(&t->lock);
     if ((t->used + 1) * 2 > (t->slots ? t->mask + 1 : 0) && grow(t) != 0) {
         pthread_mutex_unlock(&t->lock); /* out of memory: this dispatch is counted, not timed */
         if (queued) add(s, &s->dequeued, 1, memory_order_relaxed);
+        add(s, &s->untimed, 1, memory_order_relaxed);
         return;
     }
     timing *entry = find(t, id);
-    if (entry->id == 0) {
-        t->used++;
-        atomic_fetch_add_explicit(&m->in_progress, 1, memory_order_relaxed);
-    }
+    if (entry->id == 0) t->used++;
     *entry = (timing){.id = id, .enqueued = now, .began = 0, .queued = queued};
     pthread_mutex_unlock(&t->lock);
+}
+
+/* Takes the timing of `id` out of the locked table (side effects: only the enqueue's, leaving the begin's). */
+static int take_timing(katana_metrics *m, uint64_t id, uint64_t began, uint64_t *enqueued, int *queued, uint64_t *began_at) {
+    int found = 0;
+    timing_shard *t = &m->timings[id % TIMING_SHARDS];
+    pthread_mutex_lock(&t->lock);
+    if (t->slots) {
+        timing *entry = find(t, id);
+        if (entry->id == id) {
+            found = 1;
+            *enqueued = entry->enqueued;
+            *queued = entry->queued;
+            *began_at = entry->began;
+            entry->queued = 0;
+            if (began) entry->began = began;
+            else remove_at(t, (uint32_t)(entry - t->slots));
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return found;
 }
 
 void katana_metrics_begin(katana_metrics *m, uint64_t id, uint8_t kind, const char *name) {
     shard *s = shard_of(m);
     if (kind == 1) add(s, &s->side_effects_begun, 1, memory_order_relaxed);
     if (id == 0) return;
-    uint64_t now = katana_duration_start(), enqueued = 0;
-    int queued = 0;
-    timing_shard *t = &m->timings[id % TIMING_SHARDS];
-    pthread_mutex_lock(&t->lock);
-    if (t->slots) {
-        timing *entry = find(t, id);
-        if (entry->id == id) {
-            enqueued = entry->enqueued;
-            queued = entry->queued;
-            entry->began = now;
-            entry->queued = 0;
+    uint64_t now = katana_duration_start(), enqueued = 0, unused = 0;
+    int queued = 0, found = 0;
+    if (kind == 0) {
+        /* Applied on this thread, ended before another updater begins here. */
+        s->updater_id = id;
+        s->updater_began = now;
+        waiting_slot *w = waiting_of(m, id);
+        if (atomic_load_explicit(&w->id, memory_order_acquire) == id) {
+            enqueued = atomic_load_explicit(&w->enqueued, memory_order_acquire);
+            queued = (int)atomic_load_explicit(&w->queued, memory_order_relaxed);
+            atomic_store_explicit(&w->id, 0, memory_order_release);
+            found = 1;
+        } else {
+            found = take_timing(m, id, 0, &enqueued, &queued, &unused);
         }
+        if (found) add(s, &s->untimed, 1, memory_order_relaxed);
+    } else {
+        found = take_timing(m, id, now, &enqueued, &queued, &unused);
     }
-    pthread_mutex_unlock(&t->lock);
     if (queued) add(s, &s->dequeued, 1, memory_order_relaxed);
-    if (enqueued) {
+    if (found) {
         block *b = block_of(m, s, name, kind);
         if (b) record(m, s, b->wait_count, b->wait_sum, katana_duration_ns(enqueued));
     }
@@ -435,24 +488,21 @@ void katana_metrics_begin(katana_metrics *m, uint64_t id, uint8_t kind, const ch
 void katana_metrics_end(katana_metrics *m, uint64_t id, uint8_t kind, const char *name, uint8_t outcome) {
     shard *s = shard_of(m);
     uint64_t began = 0;
-    int queued = 0;
-    if (id != 0) {
-        timing_shard *t = &m->timings[id % TIMING_SHARDS];
-        pthread_mutex_lock(&t->lock);
-        if (t->slots) {
-            timing *entry = find(t, id);
-            if (entry->id == id) {
-                began = entry->began;
-                queued = entry->queued;
-                remove_at(t, (uint32_t)(entry - t->slots));
-                atomic_fetch_sub_explicit(&m->in_progress, 1, memory_order_relaxed);
-            }
+    if (kind == 0) {
+        if (id != 0 && s->updater_id == id) {
+            began = s->updater_began;
+            s->updater_id = 0;
         }
-        pthread_mutex_unlock(&t->lock);
+    } else {
+        uint64_t enqueued = 0;
+        int queued = 0;
+        if (id != 0 && take_timing(m, id, 0, &enqueued, &queued, &began)) {
+            add(s, &s->untimed, 1, memory_order_relaxed);
+            if (queued) add(s, &s->dequeued, 1, memory_order_relaxed);
+        }
+        add(s, &s->side_effects_ended, 1, memory_order_release);
     }
     uint64_t service = began ? katana_duration_ns(began) : 0;
-    if (queued) add(s, &s->dequeued, 1, memory_order_relaxed); /* it ended without beginning */
-    if (kind == 1) add(s, &s->side_effects_ended, 1, memory_order_release);
     block *b = block_of(m, s, name, kind);
     if (!b) return;
     if (began) record(m, s, b->service_count, b->service_sum, service);
@@ -488,28 +538,30 @@ void katana_metrics_collect(katana_metrics *m, uint32_t index, katana_metrics_se
 
 void katana_metrics_gauges(katana_metrics *m, int64_t *side_effects_in_flight, int64_t *updaters_queued,
                            uint64_t *in_progress) {
-    uint64_t begun = 0, ended = 0, queued = 0, dequeued = 0;
+    uint64_t begun = 0, ended = 0, queued = 0, dequeued = 0, timed = 0, untimed = 0;
     uint32_t count = atomic_load_explicit(&m->shard_count, memory_order_acquire);
     /* Ends before begins: an item that ends while this reads is never counted as ended and not begun. */
     for (uint32_t i = 0; i <= count; i++) {
         shard *s = i < count ? m->shards[i] : &m->exiting;
         ended += atomic_load_explicit(&s->side_effects_ended, memory_order_acquire);
         dequeued += atomic_load_explicit(&s->dequeued, memory_order_relaxed);
+        untimed += atomic_load_explicit(&s->untimed, memory_order_relaxed);
     }
     atomic_thread_fence(memory_order_acquire);
     for (uint32_t i = 0; i <= count; i++) {
         shard *s = i < count ? m->shards[i] : &m->exiting;
         begun += atomic_load_explicit(&s->side_effects_begun, memory_order_relaxed);
         queued += atomic_load_explicit(&s->queued, memory_order_relaxed);
+        timed += atomic_load_explicit(&s->timed, memory_order_relaxed);
     }
     *side_effects_in_flight = begun > ended ? (int64_t)(begun - ended) : 0;
     *updaters_queued = queued > dequeued ? (int64_t)(queued - dequeued) : 0;
-    *in_progress = atomic_load_explicit(&m->in_progress, memory_order_relaxed);
+    *in_progress = timed > untimed ? timed - untimed : 0;
 }
 
 /* ------------------------------------------------------------------------------------------ floor */
 
-static __thread block floor_block;
+static THREAD_LOCAL block floor_block;
 
 uint64_t katana_metrics_floor(uint64_t count) {
     static const katana_metrics floor_buckets = {

@@ -4,6 +4,7 @@ import Histogram
 import Katana
 import KatanaDispatchLog
 import KatanaFlightRecorder
+import KatanaMetrics
 import KatanaTrace
 import Synchronization
 
@@ -51,6 +52,8 @@ struct Micro: AsyncParsableCommand {
         case flightRecorder = "flight-recorder"
         /// Both at once, through `MultiplexTraceBackend`.
         case lttngAndFlightRecorder = "lttng+flight-recorder"
+        /// KatanaMetrics (swift-metrics histograms per type), exported every second to the bootstrapped factory.
+        case metrics
 
         /// The backend this names.
         func make() throws -> any TraceBackend {
@@ -60,6 +63,7 @@ struct Micro: AsyncParsableCommand {
             case .none: NoOpTraceBackend()
             case .flightRecorder: FlightRecorder.shared
             case .lttngAndFlightRecorder: MultiplexTraceBackend([try LinkedLTTng.require(), FlightRecorder.shared])
+            case .metrics: try Micro.metrics.get()
             }
         }
 
@@ -67,8 +71,11 @@ struct Micro: AsyncParsableCommand {
         var recordsInProcess: Bool { self == .flightRecorder || self == .lttngAndFlightRecorder }
     }
 
-    @Option(name: .long, help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder, lttng+flight-recorder.")
+    @Option(name: .long, help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder, lttng+flight-recorder, metrics.")
     var backend: Backend = .default
+
+    /// The metrics `--backend metrics` records into: made once, exported every second like an app's.
+    static let metrics = Result { () throws(DispatchMetrics.ConfigurationError) in try DispatchMetrics() }
 
     @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the budget).")
     var payload: Int = 0
@@ -109,7 +116,7 @@ struct Micro: AsyncParsableCommand {
                 let perOp = median(perOps)
                 // While a session records, the dispatch's budget is the recorded one (the line below), not the untraced
                 // dispatch's (`LTTngRecordingTests.microWhileASessionRecordsStatesTheRecordedBudget`).
-                let budget = self.backend == .flightRecorder ? "the recorder's own below"
+                let budget = self.backend == .flightRecorder || self.backend == .metrics ? "the recorder's own below"
                     : backend.isEnabled ? "≤ 350 ns while a session records" : "≤ 100 ns"
                 report(String(format: "fire-and-forget updater dispatch   %9.1f ns/op", perOp), "fire_and_forget", perOp, perRun: perOps, floors: floors,
                        floor: "a locked update and a listener call", budget: budget, into: &figures)
@@ -123,6 +130,7 @@ struct Micro: AsyncParsableCommand {
                                  perOp / event, event))
                 }
                 if self.backend == .flightRecorder, self.floors { flightRecorderCost(into: &figures) }
+                if self.backend == .metrics, self.floors { try await metricsCost(metrics: try Micro.metrics.get(), into: &figures) }
             case .roundTrip:
                 var p50s: [Double] = []
                 var p99s: [Double] = []
@@ -453,6 +461,42 @@ struct Micro: AsyncParsableCommand {
     }
 
 
+
+    /// What KatanaMetrics adds to a fire-and-forget dispatch, against an unrecorded store in the same run and its
+    /// floor (the duration clock's start and end and one value added into a per-thread histogram bucket), and the
+    /// per-dispatch time of two producer threads against one with metrics on: the figures issue #48 budgets (≤ +50 ns,
+    /// ≤ 2× the floor, two producers no slower per dispatch than one), which the lines it prints state.
+    private func metricsCost(metrics: DispatchMetrics, into figures: inout [String: Double]) async throws {
+        var added: [Double] = [], unrecorded: [Double] = [], floors: [Double] = []
+        var addedOne: [Double] = [], addedTwo: [Double] = [], two: [Double] = []
+        for _ in 0..<runs {
+            let (recorded, none) = alternating(count: iterations, makeStore(backend: metrics), makeStore(backend: NoOpTraceBackend()))
+            added.append(recorded - none)
+            unrecorded.append(none)
+            floors.append(DispatchMetrics.floorNanoseconds(count: iterations))
+            // With two producers the lane's holder applies the other's updaters (queued: enqueue, begin and end), so
+            // the store itself costs more per dispatch than with one; what the metrics add is the difference.
+            let oneRecorded = try await producers(1, count: iterations, backend: metrics)
+            let oneNone = try await producers(1, count: iterations, backend: NoOpTraceBackend())
+            let twoRecorded = try await producers(2, count: iterations, backend: metrics)
+            let twoNone = try await producers(2, count: iterations, backend: NoOpTraceBackend())
+            addedOne.append(oneRecorded - oneNone)
+            addedTwo.append(twoRecorded - twoNone)
+            two.append(twoRecorded)
+        }
+        let extra = median(added), floor = median(floors)
+        figures["metrics_added_ns"] = extra
+        figures["metrics_unrecorded_ns"] = median(unrecorded)
+        figures["metrics_floor_ns"] = floor
+        figures["metrics_floor_ratio"] = extra / floor
+        figures["metrics_added_one_producer_ns"] = median(addedOne)
+        figures["metrics_added_two_producers_ns"] = median(addedTwo)
+        figures["metrics_two_producers_ns"] = median(two)
+        print(String(format: "  metrics: +%.1f ns over an unrecorded dispatch (%.1f ns, same run); %.2f× its floor (a duration clock start and end and a per-thread histogram record: %.1f ns); budget ≤ +50 ns and ≤ 2×",
+                     extra, median(unrecorded), extra / floor, floor))
+        print(String(format: "  metrics: +%.1f ns per dispatch with two producers (%.1f ns in all), +%.1f ns with one; the updaters the lane's holder applies for the other producer are queued ones (three events each)",
+                     median(addedTwo), median(two), median(addedOne)))
+    }
 
     /// What a dispatch log adds to a fire-and-forget `Codable` updater of four fields, against an unrecorded store in
     /// the same run (alternating slices, each short of the writer's backlog limit so the log is never cut, the writer

@@ -76,7 +76,7 @@ struct Run: AsyncParsableCommand {
     var stallEvery: Double?
     @Option(parsing: .unconditional, help: "Length of an injected stall, ms.")
     var stallMs: Double = 50
-    @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder, lttng+flight-recorder.")
+    @Option(name: .customLong("trace-backend"), help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder, lttng+flight-recorder, metrics.")
     var traceBackend: Micro.Backend = .default
     @Option(name: .customLong("flight-recorder-dump"), help: "With the flight recorder as (one of) the trace backend(s): dump its recent events into this folder when the run ends.")
     var flightRecorderDump: String?
@@ -140,7 +140,7 @@ struct Run: AsyncParsableCommand {
             _ = try Run.baselineHistograms(baseline)
         }
         if traceDirectory != nil {
-            guard traceBackend != .none, traceBackend != .flightRecorder else { throw ValidationError("--trace records the LTTng events of the run: it cannot be combined with --trace-backend none or flight-recorder") }
+            guard traceBackend != .none, traceBackend != .flightRecorder, traceBackend != .metrics else { throw ValidationError("--trace records the LTTng events of the run: it cannot be combined with --trace-backend none, flight-recorder or metrics") }
             _ = try LinkedLTTng.require()
         }
         if let flightRecorderDump {

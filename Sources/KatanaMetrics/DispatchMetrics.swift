@@ -162,7 +162,8 @@ public final class DispatchMetrics: DirectRecordingBackend, @unchecked Sendable 
     /// The number of (type, kind) series recorded so far, the two `other` series included.
     public var seriesCount: Int { Int(katana_metrics_series_count(context)) }
 
-    /// Dispatches between their enqueue and their end that are being timed (memory in use for them: a few words each).
+    /// Dispatches being timed: an updater from its enqueue to its begin, a side effect to its end (a few words of
+    /// memory each).
     public var dispatchesInProgress: Int {
         var inFlight: Int64 = 0, queued: Int64 = 0, timing: UInt64 = 0
         katana_metrics_gauges(context, &inFlight, &queued, &timing)

@@ -66,7 +66,8 @@ uint32_t katana_metrics_series_count(const katana_metrics *m);
 const char *_Nullable katana_metrics_series_name(const katana_metrics *m, uint32_t index, uint8_t *kind);
 /* Sums series `index` over every thread into `out`. */
 void katana_metrics_collect(katana_metrics *m, uint32_t index, katana_metrics_series *out);
-/* Side effects begun and not ended; updaters waiting in a lane; dispatches between their enqueue and their end. */
+/* Side effects begun and not ended; updaters waiting in a lane; dispatches being timed (an updater from its enqueue
+   to its begin, a side effect to its end). */
 void katana_metrics_gauges(katana_metrics *m, int64_t *side_effects_in_flight, int64_t *updaters_queued,
                            uint64_t *in_progress);
 /* The bucket bounds (nanoseconds) into `out` (room for KATANA_METRICS_MAX_BUCKETS); returns their count. */
