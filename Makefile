@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
+.PHONY: setup bench test test-metrics test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
 
 setup:
 	@bash scripts/setup-system.sh
@@ -31,6 +31,12 @@ examples:
 ## The full test suite (including the real LTTng recording tests).
 test: setup examples
 	$(SWIFT) test
+
+## KatanaMetrics against a real Prometheus: Examples/MetricsService (Hummingbird, swift-prometheus) under a known load,
+## scraped every second; Prometheus's counts and p99s held against the service's own. Its own target, so `make test`
+## builds no server (CI runs both).
+test-metrics: setup
+	bash scripts/test-metrics.sh
 
 ## The suite under ThreadSanitizer, default build, in its own build folder. The test binary links no LTTng; the
 ## LTTng-linked executables it runs handle TSan's verdict on liblttng-ust's exit (README → Tracing → ThreadSanitizer).

@@ -29,6 +29,7 @@ let package = Package(
                 .product(name: "KatanaLTTng", package: "Katana"),
                 .product(name: "KatanaDistributedTracing", package: "Katana"),
                 .product(name: "KatanaFlightRecorder", package: "Katana"),
+                .product(name: "KatanaMetrics", package: "Katana"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "Benchmark", package: "benchmark"),

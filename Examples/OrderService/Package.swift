@@ -8,6 +8,10 @@ import PackageDescription
 
 let package = Package(
     name: "OrderService",
+    products: [
+        // The shop's logic, for other example packages (MetricsService) to run.
+        .library(name: "OrderProcessing", targets: ["OrderProcessing"]),
+    ],
     dependencies: [
         .package(name: "Katana", path: "../.."),
     ],

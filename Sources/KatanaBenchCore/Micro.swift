@@ -74,8 +74,9 @@ struct Micro: AsyncParsableCommand {
     @Option(name: .long, help: "Trace backend: default (LTTng when compiled in), lttng, none, flight-recorder, lttng+flight-recorder, metrics.")
     var backend: Backend = .default
 
-    /// The metrics `--backend metrics` records into: made once, exported every second like an app's.
-    static let metrics = Result { () throws(DispatchMetrics.ConfigurationError) in try DispatchMetrics() }
+    /// The metrics `--backend metrics` records into, made once. Never exported: an export runs on a thread of its own
+    /// (a scrape's cost is measured by `make test-metrics`), and here it would make callgrind's counts depend on timing.
+    static let metrics = Result { () throws(DispatchMetrics.ConfigurationError) in try DispatchMetrics(.init(exportInterval: nil)) }
 
     @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the budget).")
     var payload: Int = 0
