@@ -15,7 +15,7 @@ import KatanaTrace
 ///
 /// A dispatching thread adds into counters of its own — no lock, no atomic read-modify-write, no allocation once
 /// it has dispatched each type once — and the metrics reach the backend when they are exported: every
-/// ``Configuration-swift.struct/exportInterval`` on a thread of their own, and whenever ``export()`` is called (call it in
+/// ``Configuration/exportInterval`` on a thread of their own, and whenever ``export()`` is called (call it in
 /// the `/metrics` handler, just before the registry is rendered, and a scrape sees every dispatch that ended before
 /// it). What each dispatch costs is measured by `katana-bench micro --backend metrics`.
 ///
