@@ -18,6 +18,9 @@ import OrderProcessing
 import Prometheus
 
 let tool = "order-service-metrics"
+
+/// A line on standard output, written at once (a check reads them as they come).
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 let options = OrderService.options(tool, usage: "[--port N] [--orders N] [--concurrency N] [--report FILE]",
                                    flags: ["--port", "--orders", "--concurrency", "--report"])
 let orders = OrderService.number(options, "--orders", default: 2_000, tool: tool)
@@ -64,11 +67,10 @@ let app = Application(
     router: router,
     configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: tool),
     onServerRunning: { channel in
-        print("listening on http://127.0.0.1:\(channel.localAddress?.port ?? port)")
-        fflush(stdout)
+        say("listening on http://127.0.0.1:\(channel.localAddress?.port ?? port)")
         Task {
             let summary = await OrderService.run(store, orders: orders, concurrency: concurrency)
-            print(summary)
+            say(summary)
             if let reference, let path = options["--report"] {
                 do {
                     try reference.report().write(to: URL(fileURLWithPath: path), options: .atomic)
@@ -76,8 +78,7 @@ let app = Application(
                     OrderService.fail(tool, "cannot write \(path): \(error)")
                 }
             }
-            print("orders done")
-            fflush(stdout)
+            say("orders done")
         }
     }
 )
