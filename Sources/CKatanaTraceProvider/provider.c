@@ -21,6 +21,19 @@ const struct katana_trace_provider *katana_trace_registered_provider(void) {
     return __atomic_load_n(&registered, __ATOMIC_ACQUIRE);
 }
 
+/* ------------------------------------------------------------------------------------------ ids */
+
+static uint64_t id_counter; /* ids handed out in blocks so far; accessed atomically */
+__thread uint64_t katana_id_next __attribute__((tls_model("initial-exec")));
+__thread uint64_t katana_id_end __attribute__((tls_model("initial-exec")));
+
+uint64_t katana_id_refill(void) {
+    uint64_t first = __atomic_fetch_add(&id_counter, KATANA_ID_BLOCK, __ATOMIC_RELAXED) + 1; /* never 0 */
+    katana_id_next = first + 1;
+    katana_id_end = first + KATANA_ID_BLOCK;
+    return first;
+}
+
 /* ------------------------------------------------------------------------------------------ short durations */
 
 uint64_t katana_ns_per_tick_bits = 0;

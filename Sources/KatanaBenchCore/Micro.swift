@@ -28,6 +28,9 @@ struct Micro: AsyncParsableCommand {
         /// The flight recorder's dumps: the longest a dispatching thread takes while another thread dumps, against
         /// none dumping (flight-recorder backends only).
         case dumps
+        /// The metrics' exports: the longest a dispatching thread takes while another thread exports, against none
+        /// exporting (`--backend metrics` only).
+        case exports
         /// A dispatch log's recording cost (KatanaDispatchLog), per `Codable` updater; only when asked for.
         case dispatchLog = "dispatch-log"
         /// Updaters that can refuse, per state size: a `ThrowingStateUpdater` (works on a copy) against a
@@ -259,6 +262,12 @@ struct Micro: AsyncParsableCommand {
                     continue
                 }
                 try dumpWait(into: &figures)
+            case .exports:
+                guard self.backend == .metrics else {
+                    if only.contains(.exports) { throw ValidationError("--only exports measures the metrics' exports: give --backend metrics") }
+                    continue
+                }
+                try exportWait(metrics: try Micro.metrics.get(), into: &figures)
             case .intervals:
                 var direct: [Double] = []
                 var closure: [Double] = []
@@ -354,58 +363,87 @@ struct Micro: AsyncParsableCommand {
     }
 
     /// The longest fire-and-forget dispatch (and its p99.99) on this thread while another thread dumps the flight
-    /// recorder over and over, against the same with no dumps, a run each in turn: what a dispatching thread waits
-    /// for a dump (issue #41: bounded, measured). A dump copies the rings with no lock a dispatch takes; on a 2-core
-    /// machine the two threads still share the caches and memory bandwidth.
+    /// recorder over and over (issue #41: bounded, measured). A dump copies the rings with no lock a dispatch takes.
     private func dumpWait(into figures: inout [String: Double]) throws {
-        let store = makeStore(backend: FlightRecorder.shared)
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-dumps-\(getpid())")
         defer { try? FileManager.default.removeItem(at: root) }
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        /// `dumping`: the other thread dumps; else, with `busy`, it copies memory for as long (the control: what a
-        /// second busy thread alone does to the dispatching one), else it does nothing.
-        func measure(dumping: Bool, busy: Bool = false) throws -> (histogram: Histogram<UInt64>, dumps: [UInt64], events: UInt64) {
-            let dumper = DumpLoop(root: root)
+        let stalls = try dispatchStalls(store: makeStore(backend: FlightRecorder.shared)) {
+            let folder = root.appendingPathComponent(UUID().uuidString)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            return try FlightRecorder.shared.dump(to: folder.path)
+        }
+        stalls.report("dump", as: "dispatch while dumping   ", into: &figures)
+        print(String(format: "  %d dumps of ~%llu events, %.2f ms each (median)", stalls.works.count, stalls.itemsPerWork,
+                     median(stalls.works.map { Double($0) / 1e6 })))
+    }
+
+    /// The longest fire-and-forget dispatch (and its p99.99) on this thread while another thread exports the metrics
+    /// over and over — what a scrape that calls `export()` does — (issue #48: bounded, measured). An export reads the
+    /// threads' counters; it takes no lock a dispatch takes.
+    private func exportWait(metrics: DispatchMetrics, into figures: inout [String: Double]) throws {
+        let stalls = try dispatchStalls(store: makeStore(backend: metrics)) {
+            metrics.export()
+            return 0
+        }
+        stalls.report("export", as: "dispatch while exporting", into: &figures)
+        print(String(format: "  %d exports, %.1f µs each (median)", stalls.works.count, median(stalls.works.map { Double($0) / 1e3 })))
+    }
+
+    /// How long fire-and-forget dispatches on this thread take while another thread runs `work` over and over, against
+    /// none, and against a thread that copies memory for as long (the control: what a second busy thread alone does to
+    /// the dispatching one on a 2-core machine, where the two share the caches and memory bandwidth); a run of each in
+    /// turn, `runs` times.
+    private func dispatchStalls(store: BenchStore, work: @escaping @Sendable () throws -> UInt64) throws -> Stalls {
+        /// `working`: the other thread runs `work`; else, with `busy`, it copies memory; else it does nothing.
+        func measure(working: Bool, busy: Bool = false) throws -> (histogram: Histogram<UInt64>, loop: WorkLoop) {
+            let loop = WorkLoop(work: work)
             let finished = DispatchSemaphore(value: 0)
-            if dumping || busy { Thread { if dumping { dumper.run() } else { dumper.copyMemory() }; finished.signal() }.start() }
+            if working || busy { Thread { if working { loop.run() } else { loop.copyMemory() }; finished.signal() }.start() }
             var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
             for _ in 0..<iterations {
                 let start = nowNanoseconds()
                 store.dispatch(Increment())
                 _ = histogram.record(nowNanoseconds() - start)
             }
-            dumper.stop.store(true, ordering: .relaxed)
-            if dumping || busy { finished.wait() }
-            if let error = dumper.error { throw ValidationError("a dump failed: \(error)") }
-            return (histogram, dumper.durations, dumper.events)
+            loop.stop.store(true, ordering: .relaxed)
+            if working || busy { finished.wait() }
+            if let error = loop.error { throw ValidationError("the other thread's work failed: \(error)") }
+            return (histogram, loop)
         }
-        var quietMax: [Double] = [], quietTail: [Double] = [], busyMax: [Double] = [], busyTail: [Double] = []
-        var controlMax: [Double] = [], controlTail: [Double] = []
-        var dumpTimes: [UInt64] = [], events: UInt64 = 0
+        var stalls = Stalls()
         for _ in 0..<runs {
-            let quiet = try measure(dumping: false), busy = try measure(dumping: true), control = try measure(dumping: false, busy: true)
-            controlMax.append(Double(control.histogram.max))
-            controlTail.append(Double(control.histogram.valueAtPercentile(99.99)))
-            quietMax.append(Double(quiet.histogram.max))
-            quietTail.append(Double(quiet.histogram.valueAtPercentile(99.99)))
-            busyMax.append(Double(busy.histogram.max))
-            busyTail.append(Double(busy.histogram.valueAtPercentile(99.99)))
-            dumpTimes += busy.dumps
-            events = max(events, busy.events / UInt64(max(1, busy.dumps.count)))
+            let quiet = try measure(working: false), working = try measure(working: true), control = try measure(working: false, busy: true)
+            stalls.quiet.append(quiet.histogram)
+            stalls.working.append(working.histogram)
+            stalls.control.append(control.histogram)
+            stalls.works += working.loop.durations
+            stalls.itemsPerWork = max(stalls.itemsPerWork, working.loop.items / UInt64(max(1, working.loop.durations.count)))
         }
-        let worst = busyMax.max() ?? 0
-        figures["dump_wait_max_ns"] = worst
-        figures["dump_wait_p9999_ns"] = median(busyTail)
-        figures["no_dump_max_ns"] = quietMax.max() ?? 0
-        figures["no_dump_p9999_ns"] = median(quietTail)
-        figures["busy_thread_max_ns"] = controlMax.max() ?? 0
-        figures["busy_thread_p9999_ns"] = median(controlTail)
-        figures["dump_ms"] = median(dumpTimes.map { Double($0) / 1e6 })
-        print(String(format: "dispatch while dumping    longest %9.1f µs  p99.99 %7.1f µs   (no dump: longest %.1f µs, p99.99 %.1f µs; a thread copying memory instead: longest %.1f µs, p99.99 %.1f µs)",
-                     worst / 1e3, median(busyTail) / 1e3, (quietMax.max() ?? 0) / 1e3, median(quietTail) / 1e3,
-                     (controlMax.max() ?? 0) / 1e3, median(controlTail) / 1e3))
-        print(String(format: "  %d dumps of ~%llu events, %.2f ms each (median)", dumpTimes.count, events,
-                     median(dumpTimes.map { Double($0) / 1e6 })))
+        return stalls
+    }
+
+    /// What ``dispatchStalls(store:work:)`` measured.
+    struct Stalls {
+        var quiet: [Histogram<UInt64>] = [], working: [Histogram<UInt64>] = [], control: [Histogram<UInt64>] = []
+        var works: [UInt64] = []
+        var itemsPerWork: UInt64 = 0
+
+        /// Records `<key>_wait_max_ns` and the rest into `figures` and prints one line.
+        func report(_ key: String, as label: String, into figures: inout [String: Double]) {
+            func longest(_ runs: [Histogram<UInt64>]) -> Double { runs.map { Double($0.max) }.max() ?? 0 }
+            func tail(_ runs: [Histogram<UInt64>]) -> Double { median(runs.map { Double($0.valueAtPercentile(99.99)) }) }
+            figures["\(key)_wait_max_ns"] = longest(working)
+            figures["\(key)_wait_p9999_ns"] = tail(working)
+            figures["no_\(key)_max_ns"] = longest(quiet)
+            figures["no_\(key)_p9999_ns"] = tail(quiet)
+            figures["busy_thread_max_ns"] = longest(control)
+            figures["busy_thread_p9999_ns"] = tail(control)
+            figures["\(key)_ms"] = median(works.map { Double($0) / 1e6 })
+            print(String(format: "%@ longest %9.1f µs  p99.99 %7.1f µs   (none: longest %.1f µs, p99.99 %.1f µs; a thread copying memory instead: longest %.1f µs, p99.99 %.1f µs)",
+                         label, longest(working) / 1e3, tail(working) / 1e3, longest(quiet) / 1e3, tail(quiet) / 1e3,
+                         longest(control) / 1e3, tail(control) / 1e3))
+        }
     }
 
     /// ns per fire-and-forget dispatch on `first` and on `second`, measured in alternating slices of a tenth of
@@ -764,28 +802,27 @@ struct PassThrough: TypedDispatchInterceptor {
 }
 
 /// Dumps the flight recorder into fresh folders of `root`, one after another, until told to stop.
-private final class DumpLoop: @unchecked Sendable {
-    let root: URL
+private final class WorkLoop: @unchecked Sendable {
+    let work: @Sendable () throws -> UInt64
     let stop = Atomic<Bool>(false)
-    // Written by the dumping thread, read once it has finished (ordered by the semaphore).
+    // Written by the working thread, read once it has finished (ordered by the semaphore).
     var durations: [UInt64] = []
-    var events: UInt64 = 0
-    var error: FlightRecorder.DumpError?
+    var items: UInt64 = 0
+    var error: (any Error)?
 
-    init(root: URL) { self.root = root }
+    init(work: @escaping @Sendable () throws -> UInt64) { self.work = work }
 
+    /// Runs `work` until told to stop, timing each.
     func run() {
         while !stop.load(ordering: .relaxed) {
-            let folder = root.appendingPathComponent(UUID().uuidString)
             let start = nowNanoseconds()
             do {
-                events += try FlightRecorder.shared.dump(to: folder.path)
+                items += try work()
             } catch {
                 self.error = error
                 return
             }
             durations.append(nowNanoseconds() - start)
-            try? FileManager.default.removeItem(at: folder)
         }
     }
 

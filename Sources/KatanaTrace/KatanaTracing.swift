@@ -1,3 +1,4 @@
+import CKatanaTraceProvider
 import Foundation
 import Synchronization
 
@@ -24,13 +25,10 @@ public enum KatanaTracing {
         return NoOpTraceBackend()
     }
 
-    private static let ids = Atomic<UInt64>(0)
-
-    /// A process-unique, non-zero id for one dispatch (or transition).
+    /// A process-unique, non-zero id for one dispatch (or transition): from a block of ids this thread took, so
+    /// threads dispatching at once share no counter (ids are unique, not in time order across threads).
     @inline(__always)
-    public static func nextID() -> UInt64 {
-        ids.wrappingAdd(1, ordering: .relaxed).newValue
-    }
+    public static func nextID() -> UInt64 { katana_next_id() }
 
     private final class BackendBox: @unchecked Sendable {
         // Guarded by `lock` (NSLock, which ThreadSanitizer understands).
