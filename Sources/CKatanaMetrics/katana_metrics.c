@@ -192,7 +192,9 @@ uint32_t katana_metrics_bounds(const katana_metrics *m, uint64_t *out) {
     return m->bound_count;
 }
 
-/* The bucket of `ns`: the first whose bound is >= it, else the +Inf bucket (index bound_count). */
+/* The bucket of `ns`: the first whose bound is >= it, else the +Inf bucket (index bound_count). A binary search with
+   branches: a store's durations repeat, so they predict well — six branch-free halvings over the padded bounds made
+   the floor of `katana-bench micro --backend metrics` 29 → 43 ns (each halving waits for the one before). */
 static inline uint32_t bucket_of(const katana_metrics *m, uint64_t ns) {
     uint32_t low = 0, high = m->bound_count;
     while (low < high) {
