@@ -192,16 +192,15 @@ uint32_t katana_metrics_bounds(const katana_metrics *m, uint64_t *out) {
     return m->bound_count;
 }
 
-/* The bucket of `ns`: the first whose bound is >= it, else the +Inf bucket (index bound_count). A binary search with
-   branches: a store's durations repeat, so they predict well — six branch-free halvings over the padded bounds made
-   the floor of `katana-bench micro --backend metrics` 29 → 43 ns (each halving waits for the one before). */
+/* The bucket of `ns`: the first whose bound is >= it, else the +Inf bucket (index bound_count). A scan from the
+   first bucket: an updater's few hundred nanoseconds end it within a few steps that the branch predictor learns, and a
+   side effect's milliseconds cost a dozen steps beside its own microseconds. (Measured with `katana-bench micro
+   --backend metrics`: a binary search, a branch-free one and a per-power-of-two table all cost more per record
+   — each of their steps waits on a load the one before chose.) */
 static inline uint32_t bucket_of(const katana_metrics *m, uint64_t ns) {
-    uint32_t low = 0, high = m->bound_count;
-    while (low < high) {
-        uint32_t middle = (low + high) / 2;
-        if (m->bounds[middle] >= ns) high = middle; else low = middle + 1;
-    }
-    return low;
+    uint32_t i = 0;
+    while (i < m->bound_count && m->bounds[i] < ns) i++;
+    return i;
 }
 
 /* ------------------------------------------------------------------------------------------ series */
@@ -564,13 +563,13 @@ void katana_metrics_gauges(katana_metrics *m, int64_t *side_effects_in_flight, i
 /* ------------------------------------------------------------------------------------------ floor */
 
 static THREAD_LOCAL block floor_block;
+static const katana_metrics floor_buckets = {
+    .bounds = {100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000,
+               10000000, 25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000u, 5000000000u,
+               10000000000u},
+    .bound_count = 25};
 
 uint64_t katana_metrics_floor(uint64_t count) {
-    static const katana_metrics floor_buckets = {
-        .bounds = {100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000,
-                   5000000, 10000000, 25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000u,
-                   5000000000u, 10000000000u},
-        .bound_count = 25};
     shard scratch = {0};
     uint64_t start = katana_monotonic_ns();
     for (uint64_t i = 0; i < count; i++) {
