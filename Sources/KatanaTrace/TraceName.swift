@@ -1,3 +1,4 @@
+import CKatanaTraceProvider
 import Foundation
 
 /// The name of a traced type: its `String(reflecting:)` form, plus a NUL-terminated copy that C tracepoints
@@ -30,53 +31,13 @@ public struct TraceName: Sendable, Hashable, CustomStringConvertible {
     /// thread are one probe of a small per-thread table (no hashing, no lock). Call it only when a backend is listening.
     public static func of(_ type: Any.Type) -> TraceName {
         let key = UInt(bitPattern: ObjectIdentifier(type))
-        let slot = ThreadCache.slot(of: key)
-        return ThreadCache.withCurrent { local in
-            if local.keys[slot] == key { return TraceName(storage: local.names[slot]) }
-            let name = cache.name(of: type)
-            local.keys[slot] = key
-            local.names[slot] = name.storage
-            return name
-        }
+        if let cached = katana_name_cache_get(key) { return TraceName(storage: Unmanaged.fromOpaque(cached)) }
+        let name = cache.name(of: type)
+        katana_name_cache_put(key, name.storage.toOpaque())  // interned: lives for the process, held unretained
+        return name
     }
 
     private static let cache = Cache()
-
-    /// One thread's direct-mapped table of the names it used last (a type whose slot another type took is looked
-    /// up in the global cache again); only that thread touches it.
-    private final class ThreadCache {
-        static let slots = 64
-        let keys = UnsafeMutablePointer<UInt>.allocate(capacity: slots)
-        let names = UnsafeMutablePointer<Unmanaged<Storage>>.allocate(capacity: slots)  // valid where keys != 0
-
-        init() { keys.initialize(repeating: 0, count: Self.slots) }
-
-        deinit {
-            keys.deallocate()
-            names.deallocate()
-        }
-
-        /// Type metadata are word-aligned: mix bits above the alignment into a slot.
-        @inline(__always)
-        static func slot(of key: UInt) -> Int { Int(truncatingIfNeeded: (key >> 4) ^ (key >> 10)) & (slots - 1) }
-
-        private static let key: pthread_key_t = {
-            var key = pthread_key_t()
-            pthread_key_create(&key) { raw in if let raw { Unmanaged<ThreadCache>.fromOpaque(raw).release() } }
-            return key
-        }()
-
-        /// Runs `body` with this thread's table, which the thread's key keeps alive (so no retain here).
-        @inline(__always)
-        static func withCurrent<R>(_ body: (ThreadCache) -> R) -> R {
-            if let raw = pthread_getspecific(key) {
-                return Unmanaged<ThreadCache>.fromOpaque(raw)._withUnsafeGuaranteedRef(body)
-            }
-            let cache = ThreadCache()
-            pthread_setspecific(key, Unmanaged.passRetained(cache).toOpaque())
-            return body(cache)
-        }
-    }
 
     private final class Storage: @unchecked Sendable {
         // Immutable after init; never freed (interned: the cache holds one reference for the whole process).

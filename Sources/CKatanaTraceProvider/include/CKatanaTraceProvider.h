@@ -130,6 +130,29 @@ static inline uint64_t katana_next_id(void) {
     return katana_id_refill();
 }
 
+/* Each thread's last type names (TraceName.of): a direct-mapped table from a type's metadata address to its interned
+ * name's storage (immortal, so held without a reference count), in thread-local storage reached from the thread
+ * pointer — no pthread_getspecific call per traced dispatch. */
+#define KATANA_NAME_CACHE_SLOTS 64
+extern __thread uintptr_t katana_name_cache_keys[KATANA_NAME_CACHE_SLOTS] __attribute__((tls_model("initial-exec")));
+extern __thread const void *_Nullable katana_name_cache_values[KATANA_NAME_CACHE_SLOTS] __attribute__((tls_model("initial-exec")));
+
+static inline unsigned katana_name_cache_slot(uintptr_t key) {
+    /* Type metadata are word-aligned: mix bits above the alignment into a slot. */
+    return (unsigned)((key >> 4) ^ (key >> 10)) & (KATANA_NAME_CACHE_SLOTS - 1);
+}
+
+static inline const void *_Nullable katana_name_cache_get(uintptr_t key) {
+    unsigned slot = katana_name_cache_slot(key);
+    return katana_name_cache_keys[slot] == key ? katana_name_cache_values[slot] : NULL;
+}
+
+static inline void katana_name_cache_put(uintptr_t key, const void *value) {
+    unsigned slot = katana_name_cache_slot(key);
+    katana_name_cache_keys[slot] = key;
+    katana_name_cache_values[slot] = value;
+}
+
 /* Makes `provider` (which must live for the whole process) this process's native provider. The first
  * registration wins; returns 0 then, -1 if another provider was registered first, -2 for a table of another ABI. */
 int katana_trace_register_provider(const struct katana_trace_provider *provider);
