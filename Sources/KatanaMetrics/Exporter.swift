@@ -68,6 +68,8 @@ final class Exporter: @unchecked Sendable {
         }
     }
 
+    deinit { timer?.cancel() }
+
     func start(every interval: Duration) {
         lock.lock()
         defer { lock.unlock() }
