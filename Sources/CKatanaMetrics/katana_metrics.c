@@ -401,6 +401,21 @@ static void remove_at(timing_shard *t, uint32_t slot) {
     t->used--;
 }
 
+/* Nanoseconds from the duration-clock token `start` to the token `end`, taken later: one clock read serves a
+   dispatch's wait (its end) and its service (its start). Tokens of two kinds (the clock calibrated in between) are
+   measured with a read of their own. */
+static inline uint64_t nanoseconds_between(uint64_t start, uint64_t end) {
+    if ((start >> 63) != (end >> 63)) return katana_duration_ns(start);
+    if (start >> 63) {
+        uint64_t bits = __atomic_load_n(&katana_ns_per_tick_bits, __ATOMIC_RELAXED);
+        double per_tick;
+        __builtin_memcpy(&per_tick, &bits, sizeof per_tick);
+        uint64_t ticks = (end - start) & ~(UINT64_C(1) << 63);
+        return (uint64_t)((double)ticks * per_tick);
+    }
+    return end >= start ? end - start : 0;
+}
+
 static inline waiting_slot *waiting_of(katana_metrics *m, uint64_t id) {
     return &m->waiting[hash64(id) & (WAITING_SLOTS - 1)]; /* hashed: consecutive ids on distant lines */
 }
@@ -482,7 +497,7 @@ void katana_metrics_begin(katana_metrics *m, uint64_t id, uint8_t kind, const ch
     if (queued) add(s, &s->dequeued, 1, memory_order_relaxed);
     if (found) {
         block *b = block_of(m, s, name, kind);
-        if (b) record(m, s, b->wait_count, b->wait_sum, katana_duration_ns(enqueued));
+        if (b) record(m, s, b->wait_count, b->wait_sum, nanoseconds_between(enqueued, now));
     }
 }
 
