@@ -29,18 +29,12 @@ import time
 import urllib.parse
 import urllib.request
 
-# KatanaMetrics' default buckets (DispatchMetrics.defaultBuckets), in nanoseconds.
-BOUNDS = [100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
-          2_500_000, 5_000_000, 10_000_000, 25_000_000, 50_000_000, 100_000_000, 250_000_000, 500_000_000,
-          1_000_000_000, 2_500_000_000, 5_000_000_000, 10_000_000_000]
-
-
-def bucket(nanoseconds: float) -> int:
-    """The index of the bucket a value falls in (le semantics); len(BOUNDS) for +Inf."""
-    for index, bound in enumerate(BOUNDS):
+def bucket(nanoseconds: float, bounds: list) -> int:
+    """The index of the bucket a value falls in (le semantics); len(bounds) for +Inf."""
+    for index, bound in enumerate(bounds):
         if nanoseconds <= bound:
             return index
-    return len(BOUNDS)
+    return len(bounds)
 
 
 def free_port() -> int:
@@ -129,6 +123,13 @@ def main() -> int:
             return 1
 
         failures, passed = [], 0
+        # The buckets as Prometheus has them (the service's histogram bounds, in nanoseconds).
+        bounds = sorted(round(float(r["metric"]["le"]) * 1e9)
+                        for r in query(api, "count by (le) (katana_dispatch_service_seconds_bucket)")
+                        if r["metric"]["le"] != "+Inf")
+        if not bounds:
+            print("check_prometheus: FAILED: Prometheus has no katana_dispatch_service_seconds buckets", file=sys.stderr)
+            return 1
         counts = {r["metric"]["type"]: int(float(r["value"][1])) for r in query(api, "sum by (type) (katana_dispatches_total)")}
         quantiles = {r["metric"]["type"]: float(r["value"][1]) * 1e9
                      for r in query(api, "histogram_quantile(0.99, sum by (le, type) (katana_dispatch_service_seconds_bucket))")}
@@ -143,7 +144,7 @@ def main() -> int:
             line = f"{short:40} {entry['ended']:8} {str(count):>10}"
             if "service_p99_ns" in entry:
                 reference, measured = entry["service_p99_ns"], quantiles.get(type_name)
-                if measured is not None and abs(bucket(measured) - bucket(reference)) <= 1:
+                if measured is not None and abs(bucket(measured, bounds) - bucket(reference, bounds)) <= 1:
                     passed += 1
                 else:
                     failures.append(f"{short}: p99 {measured} ns from Prometheus, {reference} ns from HdrHistogram: more than one bucket apart")

@@ -12,7 +12,7 @@
 
 #define MAX_SERIES_LIMIT 65536
 #define MAX_SHARDS 4096
-#define CACHE_SLOTS 64
+#define CACHE_SLOTS KATANA_NAME_CACHE_SLOTS /* katana_name_cache_slot's table size */
 #define TIMING_SHARDS 64
 
 /* One series' counters on one thread. Only the owning thread writes them (a load and a store, no atomic
@@ -303,7 +303,7 @@ uint32_t katana_metrics_shard_count(const katana_metrics *m) {
 static inline uint32_t series_of(katana_metrics *m, shard *s, const char *name, uint8_t kind) {
     if (__builtin_expect(s->shared, 0)) return series_of_slow(m, name, kind);
     uintptr_t key = series_key(name, kind);
-    uint32_t slot = (uint32_t)((key >> 4) ^ (key >> 10)) & (CACHE_SLOTS - 1);
+    uint32_t slot = katana_name_cache_slot(key);
     if (__builtin_expect(s->cache_keys[slot] == key, 1)) return s->cache_values[slot];
     uint32_t index = series_of_slow(m, name, kind);
     s->cache_keys[slot] = key;
@@ -420,8 +420,7 @@ static inline waiting_slot *waiting_of(katana_metrics *m, uint64_t id) {
     return &m->waiting[hash64(id) & (WAITING_SLOTS - 1)]; /* hashed: consecutive ids on distant lines */
 }
 
-void katana_metrics_enqueue(katana_metrics *m, uint64_t id, uint8_t kind, const char *name, int queued) {
-    (void)name;
+void katana_metrics_enqueue(katana_metrics *m, uint64_t id, uint8_t kind, int queued) {
     shard *s = shard_of(m);
     if (queued) add(s, &s->queued, 1, memory_order_relaxed);
     if (id == 0) return;
@@ -578,19 +577,14 @@ void katana_metrics_gauges(katana_metrics *m, int64_t *side_effects_in_flight, i
 /* ------------------------------------------------------------------------------------------ floor */
 
 static THREAD_LOCAL block floor_block;
-static const katana_metrics floor_buckets = {
-    .bounds = {100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000,
-               10000000, 25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000u, 5000000000u,
-               10000000000u},
-    .bound_count = 25};
 
-uint64_t katana_metrics_floor(uint64_t count) {
+uint64_t katana_metrics_floor(const katana_metrics *m, uint64_t count) {
     shard scratch = {0};
     uint64_t start = katana_monotonic_ns();
     for (uint64_t i = 0; i < count; i++) {
         block *volatile target = &floor_block;
         uint64_t began = katana_duration_start();
-        record(&floor_buckets, &scratch, target->service_count, target->service_sum, katana_duration_ns(began));
+        record(m, &scratch, target->service_count, target->service_sum, katana_duration_ns(began));
     }
     return katana_monotonic_ns() - start;
 }

@@ -23,10 +23,7 @@ public struct LatencyBudgets: Sendable, ExpressibleByArrayLiteral {
 
         /// A budget of `limit` for every dispatch of `type` (service time: begin to end).
         public static func budget(_ type: any Dispatchable.Type, _ limit: Duration) -> Budget {
-            let (seconds, attoseconds) = limit.components
-            let nanoseconds = seconds <= 0 && attoseconds <= 0
-                ? 0 : UInt64(clamping: seconds) &* 1_000_000_000 &+ UInt64(clamping: attoseconds / 1_000_000_000)
-            return Budget(type: ObjectIdentifier(type), typeName: String(reflecting: type), nanoseconds: nanoseconds)
+            Budget(type: ObjectIdentifier(type), typeName: String(reflecting: type), nanoseconds: limit.clampedNanoseconds)
         }
     }
 

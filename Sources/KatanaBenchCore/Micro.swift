@@ -512,7 +512,7 @@ struct Micro: AsyncParsableCommand {
             let (recorded, none) = alternating(count: iterations, makeStore(backend: metrics), makeStore(backend: NoOpTraceBackend()))
             added.append(recorded - none)
             unrecorded.append(none)
-            floors.append(DispatchMetrics.floorNanoseconds(count: iterations))
+            floors.append(metrics.floorNanoseconds(count: iterations))
             // With two producers the lane's holder applies the other's updaters (queued: enqueue, begin and end), so
             // the store itself costs more per dispatch than with one; what the metrics add is the difference.
             let oneRecorded = try await producers(1, count: iterations, backend: metrics)
@@ -801,7 +801,7 @@ struct PassThrough: TypedDispatchInterceptor {
                                        forward: (any Dispatchable) throws -> Void) throws { try next(item) }
 }
 
-/// Dumps the flight recorder into fresh folders of `root`, one after another, until told to stop.
+/// Runs one piece of work (a dump, an export) over and over on its own thread until told to stop, timing each.
 private final class WorkLoop: @unchecked Sendable {
     let work: @Sendable () throws -> UInt64
     let stop = Atomic<Bool>(false)

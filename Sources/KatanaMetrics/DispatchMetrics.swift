@@ -106,7 +106,7 @@ public final class DispatchMetrics: DirectRecordingBackend, @unchecked Sendable 
 
     /// Makes a set of metrics; record into it by making it a store's trace backend (or use ``bootstrap(_:)``).
     public init(_ configuration: Configuration = .init()) throws(ConfigurationError) {
-        let nanoseconds = configuration.buckets.map(Self.nanoseconds)
+        let nanoseconds = configuration.buckets.map(\.clampedNanoseconds)
         guard configuration.typeLimit >= 0 else {
             throw ConfigurationError(description: "typeLimit \(configuration.typeLimit): give 0 or more")
         }
@@ -172,21 +172,14 @@ public final class DispatchMetrics: DirectRecordingBackend, @unchecked Sendable 
     }
 
     /// For benchmarks: nanoseconds per record of what a recorded inline updater cannot do without — the duration
-    /// clock's start and end and one value added into a bucket of a per-thread histogram (katana-bench micro's floor
-    /// for this backend).
-    package static func floorNanoseconds(count: Int) -> Double {
-        Double(katana_metrics_floor(UInt64(max(1, count)))) / Double(max(1, count))
+    /// clock's start and end and one value added into a bucket of a per-thread histogram with these metrics' bounds
+    /// (katana-bench micro's floor for this backend).
+    package func floorNanoseconds(count: Int) -> Double {
+        Double(katana_metrics_floor(context, UInt64(max(1, count)))) / Double(max(1, count))
     }
 
     static func kind(of type: any Dispatchable.Type) -> DispatchKind {
         type is any AnySideEffect.Type ? .sideEffect : .stateUpdater
-    }
-
-    static func nanoseconds(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        guard seconds >= 0, attoseconds >= 0 else { return 0 }
-        return UInt64(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000).partialValue
-            &+ UInt64(attoseconds / 1_000_000_000)
     }
 
     // MARK: TraceBackend
@@ -208,7 +201,7 @@ public final class DispatchMetrics: DirectRecordingBackend, @unchecked Sendable 
     /// Notes when the dispatch was enqueued (and whether it waits in the lane).
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {
         let queued = event.kind == .stateUpdater && (event.lane == .updaterQueue || event.lane == .held)
-        katana_metrics_enqueue(context, event.id, event.kind.rawValue, event.name.cString, queued ? 1 : 0)
+        katana_metrics_enqueue(context, event.id, event.kind.rawValue, queued ? 1 : 0)
     }
 
     /// Records the dispatch's queue wait.

@@ -42,29 +42,12 @@ final class Exporter: @unchecked Sendable {
         var serviceSums: [Int64]
         var waitSums: [Int64]
 
-        init(dimensions: [(String, String)], buckets: Int, make: Make) {
+        init(dimensions: [(String, String)], buckets: Int, factory: any MetricsFactory) {
             self.dimensions = dimensions
-            serviceTime = make.timer(DispatchMetrics.Name.serviceTime, dimensions)
-            queueWait = make.timer(DispatchMetrics.Name.queueWait, dimensions)
+            serviceTime = CoreMetrics.Timer(label: DispatchMetrics.Name.serviceTime, dimensions: dimensions, factory: factory)
+            queueWait = CoreMetrics.Timer(label: DispatchMetrics.Name.queueWait, dimensions: dimensions, factory: factory)
             serviceSums = Array(repeating: 0, count: buckets + 1)
             waitSums = Array(repeating: 0, count: buckets + 1)
-        }
-    }
-
-    /// Makes metrics with the configured factory, or swift-metrics' bootstrapped one.
-    private struct Make {
-        let factory: (any MetricsFactory)?
-        func timer(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
-            if let factory { return CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory) }
-            return CoreMetrics.Timer(label: label, dimensions: dimensions)
-        }
-        func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
-            if let factory { return Counter(label: label, dimensions: dimensions, factory: factory) }
-            return Counter(label: label, dimensions: dimensions)
-        }
-        func gauge(_ label: String, _ dimensions: [(String, String)]) -> Gauge {
-            if let factory { return Gauge(label: label, dimensions: dimensions, factory: factory) }
-            return Gauge(label: label, dimensions: dimensions)
         }
     }
 
@@ -75,7 +58,7 @@ final class Exporter: @unchecked Sendable {
         defer { lock.unlock() }
         guard timer == nil else { return }
         let source = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "katana.metrics.export"))
-        let nanoseconds = Int(clamping: DispatchMetrics.nanoseconds(interval))
+        let nanoseconds = Int(clamping: interval.clampedNanoseconds)
         source.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds),
                         leeway: .nanoseconds(nanoseconds / 10))
         source.setEventHandler { [weak self] in self?.export() }
@@ -94,29 +77,30 @@ final class Exporter: @unchecked Sendable {
     func export() {
         lock.lock()
         defer { lock.unlock() }
-        let make = Make(factory: configuration.factory)
+        // The configured factory, else the one swift-metrics has now (an app may bootstrap it after making these).
+        let factory = configuration.factory ?? MetricsSystem.factory
         let count = Int(katana_metrics_series_count(context))
         while series.count < count {
             var kind: UInt8 = 0
             let name = katana_metrics_series_name(context, UInt32(series.count), &kind).map { String(cString: $0) } ?? "other"
             let kindName = DispatchKind(rawValue: kind)?.description ?? "state_updater"
             series.append(Series(dimensions: configuration.dimensions + [("type", name), ("kind", kindName)],
-                                 buckets: bounds.count, make: make))
+                                 buckets: bounds.count, factory: factory))
         }
         for (index, exported) in series.enumerated() {
             katana_metrics_collect(context, UInt32(index), &totals)
-            hand(totals, to: exported, make: make)
+            hand(totals, to: exported, factory: factory)
         }
         var inFlight: Int64 = 0, backlog: Int64 = 0, timing: UInt64 = 0
         katana_metrics_gauges(context, &inFlight, &backlog, &timing)
-        let gauges = self.gauges ?? (make.gauge(DispatchMetrics.Name.sideEffectsInFlight, configuration.dimensions),
-                                     make.gauge(DispatchMetrics.Name.updaterBacklog, configuration.dimensions))
+        let gauges = self.gauges ?? (Gauge(label: DispatchMetrics.Name.sideEffectsInFlight, dimensions: configuration.dimensions, factory: factory),
+                                     Gauge(label: DispatchMetrics.Name.updaterBacklog, dimensions: configuration.dimensions, factory: factory))
         self.gauges = gauges
         gauges.inFlight.record(inFlight)
         gauges.backlog.record(backlog)
     }
 
-    private func hand(_ totals: katana_metrics_series, to series: Series, make: Make) {
+    private func hand(_ totals: katana_metrics_series, to series: Series, factory: any MetricsFactory) {
         var totals = totals
         withUnsafeBytes(of: &totals.outcomes) { now in
             withUnsafeBytes(of: &series.exported.outcomes) { before in
@@ -126,14 +110,15 @@ final class Exporter: @unchecked Sendable {
                         &- before.load(fromByteOffset: index * 8, as: UInt64.self)
                     guard new > 0 else { continue }
                     let counter = series.outcomes[index]
-                        ?? make.counter(DispatchMetrics.Name.dispatches, series.dimensions + [("outcome", outcome.description)])
+                        ?? Counter(label: DispatchMetrics.Name.dispatches, dimensions: series.dimensions + [("outcome", outcome.description)],
+                                   factory: factory)
                     series.outcomes[index] = counter
                     counter.increment(by: Int64(clamping: new))
                 }
             }
         }
         if totals.overruns > series.exported.overruns {
-            let counter = series.overruns ?? make.counter(DispatchMetrics.Name.budgetOverruns, series.dimensions)
+            let counter = series.overruns ?? Counter(label: DispatchMetrics.Name.budgetOverruns, dimensions: series.dimensions, factory: factory)
             series.overruns = counter
             counter.increment(by: Int64(clamping: totals.overruns - series.exported.overruns))
         }

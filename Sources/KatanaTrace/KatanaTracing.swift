@@ -1,6 +1,5 @@
 import CKatanaTraceProvider
 import Foundation
-import Synchronization
 
 /// The process-wide tracing set-up: which backend new stores emit to, and the id sequence.
 ///

@@ -23,6 +23,15 @@ public func traceInterval<T>(
     }
 }
 
+extension Duration {
+    /// Whole nanoseconds, 0 for a negative duration (a budget, a bucket bound, an interval: never negative here).
+    package var clampedNanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        return seconds <= 0 && attoseconds <= 0
+            ? 0 : UInt64(clamping: seconds) &* 1_000_000_000 &+ UInt64(clamping: attoseconds / 1_000_000_000)
+    }
+}
+
 extension DispatchOutcome {
     /// How an interval whose body ended with `error` (nil: returned) ends.
     public init(intervalError error: (any Error)?) {

@@ -44,7 +44,7 @@ void katana_metrics_updater_inline_since(uint64_t id, uint64_t parent, const cha
 /* The same with its duration already measured. */
 void katana_metrics_updater_inline(katana_metrics *m, const char *name, uint64_t duration_ns, uint8_t outcome);
 /* A dispatch's three events, timed here. `queued`: it waits in the updater lane or until the store is ready. */
-void katana_metrics_enqueue(katana_metrics *m, uint64_t id, uint8_t kind, const char *name, int queued);
+void katana_metrics_enqueue(katana_metrics *m, uint64_t id, uint8_t kind, int queued);
 void katana_metrics_begin(katana_metrics *m, uint64_t id, uint8_t kind, const char *name);
 void katana_metrics_end(katana_metrics *m, uint64_t id, uint8_t kind, const char *name, uint8_t outcome);
 /* A dispatch ran over its type's latency budget. */
@@ -76,8 +76,9 @@ uint32_t katana_metrics_bounds(const katana_metrics *m, uint64_t *out);
 uint32_t katana_metrics_shard_count(const katana_metrics *m);
 
 /* For benchmarks: nanoseconds taken by `count` records of what a recorded inline updater cannot do without — a start
-   and an end of the duration clock and one value added into a bucket of a histogram of this thread's. */
-uint64_t katana_metrics_floor(uint64_t count);
+   and an end of the duration clock and one value added into a bucket (of `m`'s bounds) of a histogram of this
+   thread's, apart from `m`'s own counters. */
+uint64_t katana_metrics_floor(const katana_metrics *m, uint64_t count);
 
 #pragma clang assume_nonnull end
 
