@@ -1640,7 +1640,8 @@ static void classify(event_class *ec, const stream_class *sc) {
         else if ((at = find_field(sc->event_context, field_names[f])) >= 0) ec->slot[f] = 1000 + at;
         else ec->slot[f] = -1;
     }
-    for (int i = 0; i < ec->fields->nfields && ec->extra_count < 16; i++) {
+    /* An event class may have no payload (`fields` absent): nothing beyond the known fields to list. */
+    for (int i = 0; ec->fields && i < ec->fields->nfields && ec->extra_count < 16; i++) {
         int known = 0;
         for (int f = 0; f < F_COUNT; f++) known |= ec->slot[f] == i;
         int kind = ec->fields->fields[i].t->kind;

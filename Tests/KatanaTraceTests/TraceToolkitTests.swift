@@ -317,6 +317,30 @@ struct TraceToolkitTests {
         #expect(notes.count == 1, "analyze's stderr runs over lines (status \(analyzed.status)): \(analyzed.err.prefix(800))")
     }
 
+    /// One flipped bit turns `loglevel = 6;` of `katana:dispatch_end` into `loglevel = 6:`, and the class is left
+    /// with no payload (found by the fuzz test above, which the native reader then crashed on, reading the missing
+    /// payload's field count): refused in one line naming the event, as babeltrace2 refuses it, never a crash.
+    @Test func anEventClassLeftWithoutItsPayloadIsRefused() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-no-payload-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let scanner = try await buildNativeReader(root.appendingPathComponent("katana_scan"))
+        let trace = root.appendingPathComponent("trace")
+        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
+        let metadata = trace.appendingPathComponent("ust/uid/0/64-bit/metadata")
+        var bytes = [UInt8](try Data(contentsOf: metadata))
+        let name = Array("name = \"katana:dispatch_end\";".utf8), level = Array("loglevel = 6;".utf8)
+        let event = try #require((0...(bytes.count - name.count)).first { Array(bytes[$0..<($0 + name.count)]) == name })
+        let at = try #require((event...(bytes.count - level.count)).first { Array(bytes[$0..<($0 + level.count)]) == level })
+        bytes[at + level.count - 1] ^= 1  // ';' → ':'
+        try Data(bytes).write(to: metadata)
+
+        let declined = try await runProcessSuspending(scanner, ["analyze", trace.path], environment: ["ASAN_OPTIONS": "detect_leaks=0"])
+        #expect(declined.status == 3, "status \(declined.status): \(declined.err.prefix(800))")
+        #expect(declined.err.hasPrefix("katana_scan: ") && declined.err.split(separator: "\n").count == 1
+                && declined.err.contains("katana:dispatch_end"), "\(declined.err.prefix(800))")
+    }
+
     @Test func theSampleExportMatchesTheGoldenFileAndKeepsEveryDispatchInPerfettosRules() async throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("katana-export-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: output) }
