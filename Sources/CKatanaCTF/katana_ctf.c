@@ -2377,7 +2377,7 @@ static void load_trace(const char *dir) {
     alias_count = 0;  /* each trace's metadata names its own types */
     parse_metadata(tr, text, length);
     free(text);
-    if (tr->stream_count == 0) fail("%s: no stream in the metadata", dir);
+    if (tr->stream_count == 0) fail("%s: no stream in the metadata: nothing was recorded (a traced process that started before lttng-sessiond registered it runs unrecorded)", dir);
     __int128 origin = (__int128)tr->offset_s * 1000000000;
     origin += tr->freq == 1000000000 ? (__int128)tr->offset : (__int128)tr->offset * 1000000000 / (__int128)tr->freq;
     if (origin > INT64_MAX || origin < INT64_MIN) fail("%s: clock offset out of range", dir);

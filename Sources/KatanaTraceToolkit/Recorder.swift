@@ -91,6 +91,7 @@ public enum Recorder {
             child.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             child.arguments = options.command
         }
+        child.environment = Self.commandEnvironment(ProcessInfo.processInfo.environment)
         do {
             try child.run()
         } catch {
@@ -188,6 +189,21 @@ public enum Recorder {
         guard kill(pid, SIGTERM) == 0 else { return }
         for _ in 0..<200 where sessiondRoots().contains(pid) { usleep(50_000) }
         if sessiondRoots().contains(pid) { kill(pid, SIGKILL) }
+    }
+
+    /// How long the recorded command's liblttng-ust waits, at start, for the session daemon to register it before
+    /// `main` runs. LTTng's default, 3 s, ran out on a loaded CI machine: the command then ran unrecorded and the
+    /// trace held no stream (theOrderServiceExampleIsProfiledEndToEnd failed so, with both readers refusing the
+    /// trace); reproduced with the value 0. The session exists before the command starts, so registration is
+    /// expected: wait long, but never forever. A value the user set is kept.
+    static let registrationTimeoutMilliseconds = 60_000
+
+    static func commandEnvironment(_ environment: [String: String]) -> [String: String] {
+        var environment = environment
+        if environment["LTTNG_UST_REGISTER_TIMEOUT"] == nil {
+            environment["LTTNG_UST_REGISTER_TIMEOUT"] = String(registrationTimeoutMilliseconds)
+        }
+        return environment
     }
 
     static func which(_ tool: String) -> String? {

@@ -179,7 +179,7 @@ extension LTTngRecordingTests {
         #expect(failed >= orders / 13, "the simulated gateway declines every 13th order: \(summary)")
 
         let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
-        #expect(check.status == 0, "\(check.out)")
+        #expect(check.status == 0, "\(check.out)\(check.err)")
         // Analysed the way a user of a package that depends on Katana does: Katana's command plugin, which builds the
         // katana-trace CLI from Katana's sources inside the example's own build.
         let analysis = try await runSuspending([

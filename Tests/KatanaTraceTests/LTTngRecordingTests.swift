@@ -44,6 +44,10 @@ enum LTTngEnvironment {
     static func ensureSessiond() throws -> pid_t? {
         lock.lock()
         defer { lock.unlock() }
+        // Every LTTng-linked process a test starts waits for its registration with the daemon before its main runs:
+        // LTTng's default wait (3 s) ran out on a loaded CI machine and such a process ran unrecorded
+        // (aCommandThatRegistersLateIsStillRecorded). The recorders set the same for their commands.
+        setenv("LTTNG_UST_REGISTER_TIMEOUT", "60000", 0)
         if let owned = ownedSessiond, isLive(owned) { return owned }
         ownedSessiond = nil
         if !sessiondPIDs().isEmpty { return nil }
@@ -546,6 +550,33 @@ extension LTTngRecordingTests {
             let checked = try await KatanaTrace.run(["check", directory.path])
             #expect(checked.status == 0 && checked.out.contains("\"dispatches\": 501"), "\(checked.out)\(checked.err)")
         }
+    }
+
+    /// A command whose liblttng-ust registers late is still recorded, by both recorders. LTTng's own wait for the
+    /// registration is 3 s; on a loaded CI machine it ran out, the order service ran unrecorded and its trace held
+    /// no stream. Here the command stops the session daemon for 5 s just before the app starts, so the daemon
+    /// answers late as on a loaded host. Reachable only where this process owns the only daemon (always under CI).
+    @Test(arguments: ["traces/record", "katana-trace record"])
+    func aCommandThatRegistersLateIsStillRecorded(recorder: String) async throws {
+        try LTTngEnvironment.ensureSessiond()
+        guard let daemon = LTTngEnvironment.ownedSessiond, LTTngEnvironment.sessiondPIDs() == [daemon] else {
+            #expect(!LTTngEnvironment.underCI, "under CI the suite owns the only session daemon")
+            return
+        }
+        defer { kill(daemon, SIGCONT) }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-late-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let record = recorder == "traces/record" ? [Paths.packageRoot.appendingPathComponent("traces/record").path]
+            : [KatanaTrace.executable.path, "record"]
+        let late = "kill -STOP \(daemon); (sleep 5; kill -CONT \(daemon)) >/dev/null 2>&1 & exec \"$@\""
+        let command = ["/bin/sh", "-c", late, "sh", Paths.katanaBench.path, "-s", "updaters", "--count", "200", "--warmup", "0"]
+        // Without the suite's own setting (ensureSessiond's): the recorder must provide it.
+        let recorded = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"),
+                                                      ["-u", "LTTNG_UST_REGISTER_TIMEOUT"] + record + ["-o", directory.path, "--"] + command)
+        try #require(recorded.status == 0, "\(recorded.err)")
+        let checked = try await KatanaTrace.run(["check", directory.path])
+        // 200 measured updaters and the one the run awaits at its end.
+        #expect(checked.status == 0 && checked.out.contains("\"dispatches\": 201"), "\(checked.out)\(checked.err)")
     }
 
     /// For a test that needs no session daemon running: stops the suite's own when it is the only one (always under
