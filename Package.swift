@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "KatanaRouter", targets: ["KatanaRouter"]),
         .library(name: "KatanaDistributedTracing", targets: ["KatanaDistributedTracing"]),
         .library(name: "KatanaMetrics", targets: ["KatanaMetrics"]),
+        .library(name: "KatanaInspector", targets: ["KatanaInspector"]),
         .library(name: "KatanaBench", targets: ["KatanaBench"]),
         .executable(name: "katana-router-example", targets: ["katana-router-example"]),
         .executable(name: "katana-bench", targets: ["katana-bench"]),
@@ -99,6 +100,12 @@ let package = Package(
         .target(
             name: "KatanaMetrics",
             dependencies: ["Katana", "KatanaTrace", "CKatanaMetrics", .product(name: "CoreMetrics", package: "swift-metrics")]
+        ),
+        // The live page: reads the flight recorder and the metrics, exports the window with the toolkit's timeline.
+        // No server of its own: the app mounts it in the one it runs (an app on Katana alone builds none of it).
+        .target(
+            name: "KatanaInspector",
+            dependencies: ["KatanaFlightRecorder", "KatanaMetrics", "KatanaTrace", "KatanaTraceToolkit"]
         ),
         .executableTarget(
             name: "katana-router-example",
@@ -180,6 +187,10 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
+        ),
+        .testTarget(
+            name: "KatanaInspectorTests",
+            dependencies: ["KatanaInspector", "KatanaMetrics", "KatanaFlightRecorder", "Katana", "KatanaTrace", "KatanaTestSupport"]
         ),
         .testTarget(
             name: "KatanaMetricsTests",

@@ -462,6 +462,33 @@ static void undo(const char *dir, int created, size_t streams, const unsigned ch
     if (created) rmdir(dir);
 }
 
+int64_t katana_fr_visit(katana_fr_visitor visit, void *context, uint64_t *now_ns) {
+    clock_map map = dump_clock();
+    *now_ns = map.ns;
+    size_t count = atomic_load_explicit(&ring_count, memory_order_acquire);
+    if (!count) return 0;
+    pthread_mutex_lock(&rings_lock);
+    size_t per_ring = ring_records;
+    pthread_mutex_unlock(&rings_lock);
+    record *records = malloc(per_ring * sizeof(record));
+    if (!records) return -1;
+    int64_t visited = 0;
+    for (size_t i = 0; i < count; i++) {
+        int32_t tid;
+        size_t taken = copy_ring(rings[i], &map, records, &tid);
+        for (size_t k = 0; k < taken; k++) {
+            const record *r = &records[k];
+            katana_fr_event event = {.timestamp_ns = r->ts, .id = r->id, .parent = r->parent, .a = r->a,
+                                     .name = r->name, .b = r->b, .tid = tid, .event = r->event, .kind = r->kind,
+                                     .queue = r->queue, .outcome = r->outcome};
+            visit(&event, context);
+        }
+        visited += (int64_t)taken;
+    }
+    free(records);
+    return visited;
+}
+
 int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t error_size) {
     *written = 0;
     int created = mkdir(path, 0755) == 0;

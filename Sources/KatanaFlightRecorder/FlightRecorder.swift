@@ -47,6 +47,68 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
         return written
     }
 
+    /// One event of the recorder's window, as ``recentEvents()`` returns it.
+    public struct Event: Sendable {
+        /// What happened (the `katana:*` event it is written as in a dump).
+        public enum What: UInt8, Sendable {
+            case enqueue, begin, end, updaterInline, budgetExceeded, intervalBegin, intervalEnd, transitionBegin,
+                 transitionEnd, storeReady, listenersNotified
+        }
+
+        public var what: What
+        /// CLOCK_MONOTONIC nanoseconds (for an inline updater: its end).
+        public var timestamp: UInt64
+        /// The dispatch's id (the store's for ``What/storeReady`` and ``What/listenersNotified``).
+        public var id: UInt64
+        /// The dispatch that dispatched this one (0: none). For ``What/budgetExceeded``: the actual duration.
+        public var parentID: UInt64
+        /// The dispatchable's type name (the interval's or the state type's for those events).
+        public var name: String?
+        /// An inline updater's duration; a budget; the changes a listeners' batch was handed.
+        public var value: UInt64
+        /// Queue depth at enqueue, parallelism at begin and inline, listeners for ``What/listenersNotified``.
+        public var count: UInt32
+        public var kind: DispatchKind?
+        public var lane: DispatchLane?
+        public var outcome: DispatchOutcome?
+        /// The recording thread's id.
+        public var thread: Int32
+    }
+
+    /// The recorder's current window — what ``dump(to:)`` would write — in memory: each thread's recent events,
+    /// oldest first (threads one after another), and the monotonic time of the copy. Recording goes on meanwhile;
+    /// dispatching threads do not wait for it (they are never locked out: the copy reads their rings).
+    public func recentEvents() -> (events: [Event], now: UInt64) {
+        final class Visit {
+            var events: [Event] = []
+            var names: [UnsafePointer<CChar>: String] = [:]
+        }
+        let visit = Visit()
+        var now: UInt64 = 0
+        _ = withExtendedLifetime(visit) {
+            katana_fr_visit({ raw, context in
+                let visit = Unmanaged<Visit>.fromOpaque(context!).takeUnretainedValue()
+                let raw = raw.pointee
+                guard let what = Event.What(rawValue: raw.event) else { return }
+                var name: String?
+                if let pointer = raw.name {
+                    if let known = visit.names[pointer] { name = known } else {
+                        name = String(cString: pointer)
+                        visit.names[pointer] = name
+                    }
+                }
+                let dispatch = what == .enqueue || what == .begin || what == .end || what == .budgetExceeded
+                visit.events.append(Event(
+                    what: what, timestamp: raw.timestamp_ns, id: raw.id, parentID: raw.parent, name: name,
+                    value: raw.a, count: raw.b, kind: dispatch ? DispatchKind(rawValue: raw.kind) : (what == .updaterInline ? .stateUpdater : nil),
+                    lane: what == .enqueue || what == .begin || what == .end ? DispatchLane(rawValue: raw.queue) : (what == .updaterInline ? .updaterInline : nil),
+                    outcome: what == .end || what == .updaterInline || what == .intervalEnd || what == .transitionEnd ? DispatchOutcome(rawValue: raw.outcome) : nil,
+                    thread: raw.tid))
+            }, Unmanaged.passUnretained(visit).toOpaque(), &now)
+        }
+        return (visit.events, now)
+    }
+
     /// For benchmarks: nanoseconds per record of what a recorded inline updater cannot do without — its two clock
     /// reads and one record stored into a per-thread ring (katana-bench micro's floor for this backend).
     package static func floorNanoseconds(count: Int) -> Double {

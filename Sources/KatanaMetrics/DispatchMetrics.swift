@@ -160,6 +160,51 @@ public final class DispatchMetrics: DirectRecordingBackend, @unchecked Sendable 
         [Name.serviceTime: configuration.buckets, Name.queueWait: configuration.buckets]
     }
 
+    /// One (type, kind) series' totals since these metrics were made, as ``totals()`` reads them.
+    public struct Totals: Sendable {
+        /// The dispatched type's name; nil for `other` (types past the limit, or not named).
+        public var type: String?
+        public var kind: DispatchKind
+        /// Dispatches ended, by outcome.
+        public var outcomes: [DispatchOutcome: UInt64]
+        /// Service times by bucket: `serviceCounts[i]` ended within `(bounds[i − 1], bounds[i]]`, the last past the
+        /// last bound. The bounds are ``Configuration/buckets``.
+        public var serviceCounts: [UInt64]
+        public var serviceSumNanoseconds: UInt64
+        public var budgetOverruns: UInt64
+    }
+
+    /// Every series' totals now, summed over the dispatching threads' shards (which never wait for it), and the
+    /// bucket bounds in nanoseconds — what a live page (KatanaInspector) shows without waiting for an export.
+    public func totals() -> (series: [Totals], boundsNanoseconds: [UInt64]) {
+        var bounds = [UInt64](repeating: 0, count: Int(KATANA_METRICS_MAX_BUCKETS))
+        bounds.removeLast(bounds.count - Int(katana_metrics_bounds(context, &bounds)))
+        var raw = katana_metrics_series()
+        let series = (0..<katana_metrics_series_count(context)).map { index in
+            var kind: UInt8 = 0
+            let name = katana_metrics_series_name(context, index, &kind).map { String(cString: $0) }
+            katana_metrics_collect(context, index, &raw)
+            var outcomes: [DispatchOutcome: UInt64] = [:]
+            var counts: [UInt64] = []
+            var sum: UInt64 = 0
+            withUnsafeBytes(of: raw.outcomes) { words in
+                for outcome in DispatchOutcome.allCases {
+                    let count = words.load(fromByteOffset: Int(outcome.rawValue) * 8, as: UInt64.self)
+                    if count > 0 { outcomes[outcome] = count }
+                }
+            }
+            withUnsafeBytes(of: raw.service_count) { words in
+                counts = (0...bounds.count).map { words.load(fromByteOffset: $0 * 8, as: UInt64.self) }
+            }
+            withUnsafeBytes(of: raw.service_sum) { words in
+                sum = (0...bounds.count).reduce(0) { $0 &+ words.load(fromByteOffset: $1 * 8, as: UInt64.self) }
+            }
+            return Totals(type: name, kind: DispatchKind(rawValue: kind) ?? .stateUpdater, outcomes: outcomes,
+                          serviceCounts: counts, serviceSumNanoseconds: sum, budgetOverruns: raw.overruns)
+        }
+        return (series, bounds)
+    }
+
     /// The number of (type, kind) series recorded so far, the two `other` series included.
     public var seriesCount: Int { Int(katana_metrics_series_count(context)) }
 

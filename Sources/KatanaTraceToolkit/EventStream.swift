@@ -74,6 +74,18 @@ public struct TraceEvent: Sendable {
 
     /// Whether it is a side effect's event (enqueue, begin or end).
     public var isSideEffect: Bool { kind == "side_effect" }
+
+    /// An event; one made in memory (not read from a trace) leaves the string ids 0: its strings are keyed by their text.
+    package init(role: Role, event: String, timestamp: Int64, id: UInt64, parentID: UInt64?, name: String?,
+                 kind: String?, queue: String?, outcome: String?, parallelism: Int64?, durationNanoseconds: UInt64,
+                 budgetNanoseconds: UInt64, actualNanoseconds: UInt64, vpid: Int64?, vtid: Int64?, procname: String?,
+                 nameID: UInt32 = 0, queueID: UInt32 = 0, outcomeID: UInt32 = 0, kindID: UInt32 = 0, procnameID: UInt32 = 0) {
+        (self.role, self.event, self.timestamp, self.id, self.parentID, self.name) = (role, event, timestamp, id, parentID, name)
+        (self.kind, self.queue, self.outcome, self.parallelism) = (kind, queue, outcome, parallelism)
+        (self.durationNanoseconds, self.budgetNanoseconds, self.actualNanoseconds) = (durationNanoseconds, budgetNanoseconds, actualNanoseconds)
+        (self.vpid, self.vtid, self.procname) = (vpid, vtid, procname)
+        (self.nameID, self.queueID, self.outcomeID, self.kindID, self.procnameID) = (nameID, queueID, outcomeID, kindID, procnameID)
+    }
 }
 
 extension TraceEvent.Role {

@@ -23,6 +23,17 @@ public enum Export {
         return summary
     }
 
+    /// Events already in memory, in timestamp order (the in-process flight recorder's window, for KatanaInspector),
+    /// written to `output` as a Perfetto file by the same timeline as a recording's export.
+    package static func perfetto(events: some Sequence<TraceEvent>, to output: String) throws(TraceToolkitError) -> ExportSummary {
+        let file = try ExportFile(path: output)
+        var timeline = Timeline(sink: PerfettoSink(file: file))
+        for event in events { timeline.take(event) }
+        var summary = try timeline.finish(discarded: 0)
+        summary.bytes = file.written
+        return summary
+    }
+
     private static func write<Sink: TimelineSink>(_ trace: String, through timeline: Timeline<Sink>, progress: String?)
         throws(TraceToolkitError) -> ExportSummary
     {

@@ -47,6 +47,23 @@ uint64_t katana_fr_floor(uint64_t count);
    `error` and nothing left behind (no partial trace). `written`: the events written. */
 int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t error_size);
 
+/* One recent event as `katana_fr_visit` hands it: the fields of `katana_fr_record` (an inline updater's `a` is its
+   duration), its timestamp in CLOCK_MONOTONIC nanoseconds and its thread. */
+typedef struct {
+    uint64_t timestamp_ns, id, parent, a;
+    const char *_Nullable name;
+    uint32_t b;
+    int32_t tid;
+    uint8_t event, kind, queue, outcome;
+} katana_fr_event;
+
+typedef void (*katana_fr_visitor)(const katana_fr_event *event, void *_Nullable context);
+
+/* The events a dump would write, handed to `visit` in memory instead: ring by ring, each ring's oldest first.
+   Recording goes on meanwhile (what a thread overwrites during the copy is left out). `now_ns`: CLOCK_MONOTONIC at
+   the copy. Returns the events visited, or -1 when the copy's memory could not be had. */
+int64_t katana_fr_visit(katana_fr_visitor visit, void *_Nullable context, uint64_t *now_ns);
+
 /* Makes `signal` ask for a dump: its handler writes the signal's number to a pipe, whose read end it returns (the
    same for every signal); -1 with one line in `error` on failure. `katana_fr_next_signal` blocks until the next such
    signal and returns its number (-1 when the pipe fails). */
