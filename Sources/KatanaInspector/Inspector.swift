@@ -52,9 +52,11 @@ public final class Inspector: @unchecked Sendable {
     public struct Response: Sendable {
         public enum Body: Sendable {
             case bytes([UInt8])
-            /// Server-sent events: write each chunk as it comes; the stream ends when the client goes (cancel the
-            /// iteration) or after ``Configuration/maxStreamDuration``.
-            case stream(AsyncStream<[UInt8]>)
+            /// Server-sent events: run it from the response's body writer and hand it a `write` that sends one chunk
+            /// and throws when the client has gone. It returns when `write` throws, or after
+            /// ``Configuration/maxStreamDuration``. It waits for each write (a slow reader is sent fewer, newer
+            /// snapshots, never a queue of old ones).
+            case stream(@Sendable (_ write: @Sendable ([UInt8]) async throws -> Void) async -> Void)
         }
 
         public var status: Int
@@ -143,37 +145,53 @@ public final class Inspector: @unchecked Sendable {
         return bytes
     }
 
-    /// Server-sent events: the snapshot every refresh interval. At most `maxStreams` at once; each keeps only the
-    /// newest frame waiting, so a reader that does not keep up skips frames instead of growing memory.
+    /// Server-sent events: the snapshot every refresh interval, while the client reads. At most `maxStreams` at
+    /// once: the place is taken here and given back when the stream ends or is dropped unrun.
     private func events() -> Response {
-        let admitted = lock.withLock {
-            guard streams < configuration.maxStreams else { return false }
-            streams += 1
-            return true
-        }
-        guard admitted else {
+        guard let place = Place(self) else {
             return Self.text(503, "too many live pages (\(configuration.maxStreams)); try again later\n", extra: [("Retry-After", "5")])
         }
-        let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .bufferingNewest(1))
-        let refresh = configuration.refresh
-        let deadline = ContinuousClock.now + configuration.maxStreamDuration
-        let feeder = Task { [weak self] in
-            // The first frame also tells the browser to reconnect a second after the stream ends. (One frame each
-            // time: with only the newest kept, a separate first frame could be overwritten unread.)
-            var prefix = Array("retry: 1000\ndata: ".utf8)
-            while !Task.isCancelled, ContinuousClock.now < deadline, let self {
-                continuation.yield(prefix + self.snapshotJSON() + Array("\n\n".utf8))
-                prefix = Array("data: ".utf8)
-                try? await Task.sleep(for: refresh)
-            }
-            continuation.finish()
-        }
-        continuation.onTermination = { [weak self] _ in
-            feeder.cancel()
-            self?.lock.withLock { self?.streams -= 1 }
-        }
+        let refresh = configuration.refresh, longest = configuration.maxStreamDuration
         return Response(status: 200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store")],
-                        body: .stream(stream))
+                        body: .stream({ [weak self] write in
+            defer { place.release() }
+            let deadline = ContinuousClock.now + longest
+            // The first frame also tells the browser to reconnect a second after the stream ends.
+            var prefix = Array("retry: 1000\ndata: ".utf8)
+            while !Task.isCancelled, ContinuousClock.now < deadline, let inspector = self {
+                do {
+                    try await write(prefix + inspector.snapshotJSON() + Array("\n\n".utf8))
+                    try await Task.sleep(for: refresh)
+                } catch {
+                    return  // the client went (or the server is stopping)
+                }
+                prefix = Array("data: ".utf8)
+            }
+        }))
+    }
+
+    /// One live stream's place, given back when the stream ends, or when its body is released unrun.
+    private final class Place: @unchecked Sendable {
+        private let inspector: Inspector
+        private var held = true  // guarded by the inspector's lock
+        init?(_ inspector: Inspector) {
+            let admitted = inspector.lock.withLock {
+                guard inspector.streams < inspector.configuration.maxStreams else { return false }
+                inspector.streams += 1
+                return true
+            }
+            guard admitted else { return nil }
+            self.inspector = inspector
+        }
+
+        func release() {
+            inspector.lock.withLock {
+                if held { inspector.streams -= 1 }
+                held = false
+            }
+        }
+
+        deinit { release() }
     }
 
     /// Live streams open now.
