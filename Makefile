@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-metrics test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
+.PHONY: setup bench test test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
 
 setup:
 	@bash scripts/setup-system.sh
@@ -37,6 +37,11 @@ test: setup examples
 ## builds no server (CI runs both).
 test-metrics: setup
 	bash scripts/test-metrics.sh
+
+## KatanaInspector's live page in a real browser: Examples/MetricsService with one slow order, /debug/katana opened in
+## headless Chromium, what the page shows after its live updates checked against the service. Its own target (CI runs it).
+test-inspector: setup
+	bash scripts/test-inspector.sh
 
 ## The suite under ThreadSanitizer, default build, in its own build folder. The test binary links no LTTng; the
 ## LTTng-linked executables it runs handle TSan's verdict on liblttng-ust's exit (README → Tracing → ThreadSanitizer).

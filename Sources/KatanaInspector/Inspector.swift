@@ -56,7 +56,7 @@ public final class Inspector: @unchecked Sendable {
             /// and throws when the client has gone. It returns when `write` throws, or after
             /// ``Configuration/maxStreamDuration``. It waits for each write (a slow reader is sent fewer, newer
             /// snapshots, never a queue of old ones).
-            case stream(@Sendable (_ write: @Sendable ([UInt8]) async throws -> Void) async -> Void)
+            case stream(@Sendable (_ write: ([UInt8]) async throws -> Void) async -> Void)
         }
 
         public var status: Int

@@ -1,16 +1,20 @@
-// order-service-metrics: the order service with its dispatches on a dashboard. Every dispatch is recorded by
-// KatanaMetrics; GET /metrics renders them (and the HTTP routes' own metrics) in Prometheus's text format.
+// order-service-metrics: the order service with its dispatches on a dashboard and a live page. Every dispatch is
+// recorded by KatanaMetrics and the flight recorder; GET /metrics renders the metrics (and the HTTP routes' own) in
+// Prometheus's text format; /debug/katana is KatanaInspector's live page.
 //
-//   order-service-metrics [--port N] [--orders N] [--concurrency N] [--report FILE]
+//   order-service-metrics [--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID]
 //
 // It listens on 127.0.0.1 (port 0: any free one; the line "listening on http://127.0.0.1:PORT" says which), takes
 // --orders orders --concurrency at a time, then keeps serving until SIGTERM or SIGINT. --report writes, once the orders
 // are done, what the service itself measured of them: per dispatched type, how many ended and the p99 of their service
 // time in an HdrHistogram — what `check_prometheus.py` holds Prometheus's answers against.
 import Foundation
+import HTTPTypes
 import Histogram
 import Hummingbird
 import Katana
+import KatanaFlightRecorder
+import KatanaInspector
 import KatanaMetrics
 import KatanaTrace
 import Metrics
@@ -21,8 +25,8 @@ let tool = "order-service-metrics"
 
 /// A line on standard output, written at once (a check reads them as they come).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
-let options = OrderService.options(tool, usage: "[--port N] [--orders N] [--concurrency N] [--report FILE]",
-                                   flags: ["--port", "--orders", "--concurrency", "--report"])
+let options = OrderService.options(tool, usage: "[--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID]",
+                                   flags: ["--port", "--orders", "--concurrency", "--report", "--slow-order"])
 let orders = OrderService.number(options, "--orders", default: 2_000, tool: tool)
 let concurrency = OrderService.number(options, "--concurrency", default: 32, tool: tool)
 let port: Int = {
@@ -40,7 +44,8 @@ factory.durationHistogramBuckets = [
 ]
 MetricsSystem.bootstrap(factory)
 
-// 2. Katana's dispatches into it: one line.
+// 2. Katana's dispatches into it — one line — beside the flight recorder (the live page's recent dispatches).
+KatanaTracing.bootstrap(FlightRecorder.shared)
 let metrics: DispatchMetrics
 do { metrics = try DispatchMetrics.bootstrap() } catch { OrderService.fail(tool, "\(error)") }
 
@@ -48,7 +53,14 @@ do { metrics = try DispatchMetrics.bootstrap() } catch { OrderService.fail(tool,
 let reference = options["--report"] != nil ? ServiceTimes() : nil
 if let reference { KatanaTracing.bootstrap(MultiplexTraceBackend([KatanaTracing.backend, reference])) }
 
-let store = ShopStore(stateInitializer: { OrderService.initialState(orders: orders) })
+// An injected fault, for the live page's check: this order's payment takes 300 ms.
+let slowOrder = options["--slow-order"].map { _ in OrderService.number(options, "--slow-order", default: 1, tool: tool) }
+let payments = PaymentGateway { orderID, amount in
+    if orderID == slowOrder { try await Task.sleep(for: .milliseconds(300)) }
+    try await PaymentGateway.simulated.charge(orderID, amount)
+}
+let store = ShopStore(stateInitializer: { OrderService.initialState(orders: orders) },
+                      dependenciesInitializer: { _, _ in ShopDependencies(payments: payments, warehouse: .simulated) })
 
 // 3. /metrics, served where the app serves its routes: the scrape exports what the dispatching threads recorded since
 // the last export, then renders the registry.
@@ -62,6 +74,30 @@ router.get("metrics") { _, _ -> Response in
                     body: .init(byteBuffer: ByteBuffer(bytes: text)))
 }
 router.get("health") { _, _ in "ok\n" }
+
+// 4. The live page, on the same server: KatanaInspector answers, Hummingbird sends. The state is shown, with what a
+// page must not show left out (customers' orders only as counts).
+let inspector = Inspector(.init(metrics: metrics, metricsPath: "/metrics"))
+inspector.showState {
+    let state = store.state
+    return ["orders": state.orders.count, "shipped": state.count(.shipped), "failed": state.failed,
+            "revenue_cents": state.revenueCents, "stock_skus": state.stock.count]
+}
+@Sendable func inspect(_ request: Request, _ context: some RequestContext) -> Response {
+    let answer = inspector.respond(method: request.method.rawValue, path: request.uri.path)
+    var headers = HTTPFields()
+    for (name, value) in answer.headers { if let field = HTTPField.Name(name) { headers[field] = value } }
+    let body: ResponseBody = switch answer.body {
+    case .bytes(let bytes): ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
+    case .stream(let run): ResponseBody { writer in
+            await run { bytes in try await writer.write(ByteBuffer(bytes: bytes)) }
+            try await writer.finish(nil)
+        }
+    }
+    return Response(status: HTTPResponse.Status(code: answer.status), headers: headers, body: body)
+}
+router.get("debug/katana", use: inspect)
+router.get("debug/katana/**", use: inspect)
 
 let app = Application(
     router: router,

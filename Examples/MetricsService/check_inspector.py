@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The live page in a real browser: starts order-service-metrics on loopback with one slow order injected, opens
+/debug/katana in headless Chromium, waits for the page's live updates (server-sent events) and reads what a person
+would see — the rendered tables, through the DevTools protocol — then checks it against what the service did.
+
+    check_inspector.py SERVICE-BINARY [--orders N] [--screenshot FILE.png]
+
+Exits 0 when every check holds, 1 listing what failed, 2 when it cannot run. Stops what it started."""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPS = ROOT / ".build" / "inspector-python"
+
+
+def load_websocket():
+    sys.path.insert(0, str(DEPS))
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(DEPS), "websocket-client"],
+                       check=True, stdout=subprocess.DEVNULL)
+        import websocket  # noqa: F401
+    import websocket
+    return websocket
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DevTools:
+    """One page's DevTools protocol connection."""
+
+    def __init__(self, websocket, url):
+        self.socket = websocket.create_connection(url, timeout=30)
+        self.next = 0
+
+    def call(self, method, **params):
+        self.next += 1
+        self.socket.send(json.dumps({"id": self.next, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv())
+            if message.get("id") == self.next:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message["result"]
+
+    def evaluate(self, expression):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result["result"].get("value")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("service")
+    parser.add_argument("--orders", type=int, default=400)
+    parser.add_argument("--screenshot")
+    args = parser.parse_args()
+    slow_order = 7
+    failures = []
+
+    def check(condition, message):
+        print(("ok   " if condition else "FAIL ") + message)
+        if not condition:
+            failures.append(message)
+
+    service = subprocess.Popen([args.service, "--port", "0", "--orders", str(args.orders), "--concurrency", "8",
+                                "--slow-order", str(slow_order)], stdout=subprocess.PIPE, text=True)
+    browser = None
+    try:
+        port = None
+        deadline = time.time() + 120
+        for line in service.stdout:
+            match = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if match:
+                port = int(match.group(1))
+            if line.startswith("orders done") or time.time() > deadline:
+                break
+        if port is None:
+            print("check_inspector: the service did not start", file=sys.stderr)
+            return 2
+        base = f"http://127.0.0.1:{port}/debug/katana"
+
+        websocket = load_websocket()
+        debug_port = free_port()
+        browser = subprocess.Popen(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                                    f"--remote-debugging-port={debug_port}", "--window-size=1400,1700", base],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        page = None
+        deadline = time.time() + 60
+        while page is None and time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{debug_port}/json") as answer:
+                    targets = json.load(answer)
+                page = next((t for t in targets if t.get("type") == "page" and t.get("url", "").startswith(base)), None)
+            except OSError:
+                pass
+            time.sleep(0.2)
+        if page is None:
+            print("check_inspector: chromium did not open the page", file=sys.stderr)
+            return 2
+        tools = DevTools(websocket, page["webSocketDebuggerUrl"])
+
+        # The page renders once from the JSON, then on every server-sent event: wait for three renders.
+        updates = 0
+        deadline = time.time() + 60
+        while updates < 3 and time.time() < deadline:
+            updates = int(tools.evaluate("Number(document.body.dataset.updates || 0)") or 0)
+            time.sleep(0.2)
+        check(updates >= 3, f"the page updated live without a reload ({updates} renders)")
+        check(tools.evaluate("document.getElementById('status').textContent") == "live", "the live stream is connected")
+
+        def rows(table):
+            return tools.evaluate(
+                f"Array.from(document.getElementById('{table}').rows).map(r => Array.from(r.cells).map(c => c.innerText))")
+
+        types = rows("types")
+        header, body = types[0], types[1:]
+        check(header[:4] == ["type", "kind", "count", "≥0"], f"the types table's columns: {header}")
+        by_name = {row[0]: row for row in body}
+        process = by_name.get("OrderProcessing.ProcessOrder")
+        check(process is not None and process[2] == str(args.orders),
+              f"ProcessOrder's count is the orders taken ({args.orders}): {process}")
+        charge = by_name.get("OrderProcessing.ChargePayment")
+        check(charge is not None and charge[header.index("≥100ms")] == "1",
+              f"ChargePayment shows the one slow payment in the ≥100 ms row: {charge}")
+        declined = args.orders // 13
+        check(charge is not None and f"error {declined}" in charge[-1],
+              f"ChargePayment's outcomes show the {declined} declined payments: {charge and charge[-1]}")
+
+        slowest = rows("slowest")
+        first = dict(zip(slowest[0], slowest[1])) if len(slowest) > 1 else {}
+        check(first.get("dispatch") == "OrderProcessing.ProcessOrder" or first.get("dispatch") == "OrderProcessing.ChargePayment",
+              f"the slowest recent dispatch is the slow order's: {first}")
+        slow_charge = next((dict(zip(slowest[0], row)) for row in slowest[1:] if row[0] == "OrderProcessing.ChargePayment"), None)
+        check(slow_charge is not None and "OrderProcessing.ProcessOrder #" in slow_charge.get("parents", ""),
+              f"the slow ChargePayment is shown with its parent ProcessOrder: {slow_charge}")
+        check(slow_charge is not None and slow_charge.get("service", "").endswith(" ms")
+              and float(slow_charge["service"].split()[0]) >= 300,
+              f"its service time is the injected 300 ms or more: {slow_charge and slow_charge.get('service')}")
+
+        failed = rows("failed")
+        check(len(failed) > 1 and any(row[3] == "error" for row in failed[1:]), f"failed dispatches are listed: {failed[:3]}")
+        state = json.loads(tools.evaluate("document.getElementById('state').textContent"))
+        check(state.get("orders") == args.orders, f"the redacted state shows the orders' count: {state}")
+        check("stock" not in state and "customer" not in json.dumps(state),
+              f"the state shows only what the app's redaction gave: {sorted(state)}")
+        trace_link = tools.evaluate("document.getElementById('trace').getAttribute('href')")
+        check(trace_link == "/debug/katana/trace.pftrace", f"the trace link: {trace_link}")
+        metrics_link = tools.evaluate("document.getElementById('metrics').getAttribute('href')")
+        check(metrics_link == "/metrics", f"the metrics link: {metrics_link}")
+
+        if args.screenshot:
+            shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+            import base64
+            Path(args.screenshot).write_bytes(base64.b64decode(shot["data"]))
+            print(f"screenshot: {args.screenshot}")
+    finally:
+        for process in (browser, service):
+            if process and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+    print(f"{len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
