@@ -121,6 +121,7 @@ let package = Package(
                 "KatanaFlightRecorder",
                 "KatanaDispatchLog",
                 "KatanaMetrics",
+                "KatanaInspector",
                 "CKatanaTraceProvider",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),

@@ -3,6 +3,10 @@
 /debug/katana in headless Chromium, waits for the page's live updates (server-sent events) and reads what a person
 would see — the rendered tables, through the DevTools protocol — then checks it against what the service did.
 
+Then hostile clients, against the same service: 1,000 idle connections, an oversized and a malformed request, a
+live stream that is never read, more live streams than allowed, a stream held open past its longest duration. After
+each the service must still answer, its memory must stay bounded (RSS), and it must not have crashed.
+
     check_inspector.py SERVICE-BINARY [--orders N] [--screenshot FILE.png]
 
 Exits 0 when every check holds, 1 listing what failed, 2 when it cannot run. Stops what it started."""
@@ -15,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -62,6 +67,113 @@ class DevTools:
         return result["result"].get("value")
 
 
+def rss_kib(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def get(port, path, timeout=10):
+    """Status of GET path, or the error."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as answer:
+            answer.read()
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError as error:
+        return str(error)
+
+
+def raw(port, data, timeout=10):
+    """Sends `data` on a fresh connection; returns what came back before the server closed or the timeout."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
+        try:
+            connection.sendall(data)
+        except OSError:
+            pass  # the server may close before taking it all: that is a refusal too
+        received = b""
+        try:
+            while chunk := connection.recv(65536):
+                received += chunk
+        except OSError:
+            pass
+        return received
+
+
+def hostile(service, port, stream_seconds, check):
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    snapshot = "/debug/katana/snapshot.json"
+    before = rss_kib(service.pid)
+    bound = before + 64 * 1024  # KiB: what any of these may add to the service's memory
+
+    # 1,000 idle connections: held open while the page is asked for.
+    idle = []
+    for _ in range(1000):
+        idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+    check(get(port, snapshot) == 200, "with 1,000 idle connections open, the page still answers")
+    held = rss_kib(service.pid)
+    check(held < bound, f"1,000 idle connections: RSS {before} → {held} KiB, under {bound}")
+    for connection in idle:
+        connection.close()
+
+    # An oversized request (a 1 MiB header) and a malformed one: refused, the service carries on.
+    oversized = raw(port, b"GET /debug/katana HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n")
+    check(not oversized.startswith(b"HTTP/1.1 200"), f"a 1 MiB header is not served: {oversized[:40]!r}")
+    malformed = raw(port, b"\x00\x01\x02 NOT HTTP \xff\xfe\r\n\r\n")
+    check(not malformed.startswith(b"HTTP/1.1 200"), f"a malformed request is not served: {malformed[:40]!r}")
+    check(get(port, snapshot) == 200, "after the oversized and malformed requests, the page still answers")
+
+    # A live stream that is never read (a tiny receive buffer, nothing read for 8 s): memory stays bounded.
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect(("127.0.0.1", port))
+    stuck.sendall(b"GET /debug/katana/events HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(8)
+    unread = rss_kib(service.pid)
+    check(unread < bound, f"a stream never read for 8 s: RSS {unread} KiB, under {bound}")
+    check(get(port, snapshot) == 200, "while a stream is never read, the page still answers")
+    stuck.close()
+
+    # More live streams than allowed (16): the rest are refused with 503, not queued.
+    streams, statuses = [], []
+    for _ in range(20):
+        connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+        connection.sendall(b"GET /debug/katana/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        statuses.append(connection.recv(12)[9:12])
+        streams.append(connection)
+    check(statuses.count(b"200") <= 16 and statuses.count(b"503") >= 4,
+          f"20 live streams at once: {statuses.count(b'200')} served, {statuses.count(b'503')} refused (at most 16 served)")
+    for connection in streams:
+        connection.close()
+
+    # A stream held open: it ends by itself after its longest duration, and the browser's EventSource reconnects.
+    # (The places of the streams just closed come back when the server next writes to them: within a refresh.)
+    lasted = None
+    deadline = time.time() + 15
+    while lasted is None and time.time() < deadline:
+        with socket.create_connection(("127.0.0.1", port), timeout=stream_seconds + 10) as connection:
+            connection.sendall(b"GET /debug/katana/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            first = connection.recv(65536)
+            if not first.startswith(b"HTTP/1.1 200"):
+                time.sleep(0.5)
+                continue
+            started = time.time()
+            try:
+                while connection.recv(65536):
+                    pass
+                lasted = time.time() - started
+            except OSError:
+                break
+    check(lasted is not None and stream_seconds - 1 <= lasted < stream_seconds + 10,
+          f"a stream held open ends after its longest duration ({stream_seconds} s): it lasted {lasted and round(lasted, 1)} s")
+    check(service.poll() is None, "the service is still running after every hostile client")
+    check(get(port, "/debug/katana") == 200, "and still serves the page")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("service")
@@ -76,8 +188,10 @@ def main():
         if not condition:
             failures.append(message)
 
+    stream_seconds = 3
     service = subprocess.Popen([args.service, "--port", "0", "--orders", str(args.orders), "--concurrency", "8",
-                                "--slow-order", str(slow_order)], stdout=subprocess.PIPE, text=True)
+                                "--slow-order", str(slow_order), "--stream-seconds", str(stream_seconds)],
+                               stdout=subprocess.PIPE, text=True)
     browser = None
     try:
         port = None
@@ -167,6 +281,10 @@ def main():
             import base64
             Path(args.screenshot).write_bytes(base64.b64decode(shot["data"]))
             print(f"screenshot: {args.screenshot}")
+        tools.socket.close()
+        browser.send_signal(signal.SIGTERM)
+        browser.wait(timeout=30)
+        hostile(service, port, stream_seconds, check)
     finally:
         for process in (browser, service):
             if process and process.poll() is None:

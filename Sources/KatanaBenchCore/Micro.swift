@@ -4,6 +4,7 @@ import Histogram
 import Katana
 import KatanaDispatchLog
 import KatanaFlightRecorder
+import KatanaInspector
 import KatanaMetrics
 import KatanaTrace
 import Synchronization
@@ -31,6 +32,10 @@ struct Micro: AsyncParsableCommand {
         /// The metrics' exports: the longest a dispatching thread takes while another thread exports, against none
         /// exporting (`--backend metrics` only).
         case exports
+        /// The live page: the longest a dispatching thread takes while another thread builds KatanaInspector's
+        /// snapshot over and over (more than any number of open pages ask: they share one per refresh), against none
+        /// (flight-recorder backends only).
+        case inspector
         /// A dispatch log's recording cost (KatanaDispatchLog), per `Codable` updater; only when asked for.
         case dispatchLog = "dispatch-log"
         /// Updaters that can refuse, per state size: a `ThrowingStateUpdater` (works on a copy) against a
@@ -262,6 +267,12 @@ struct Micro: AsyncParsableCommand {
                     continue
                 }
                 try dumpWait(into: &figures)
+            case .inspector:
+                guard self.backend.recordsInProcess else {
+                    if only.contains(.inspector) { throw ValidationError("--only inspector reads the flight recorder: give --backend flight-recorder") }
+                    continue
+                }
+                try inspectorWait(into: &figures)
             case .exports:
                 guard self.backend == .metrics else {
                     if only.contains(.exports) { throw ValidationError("--only exports measures the metrics' exports: give --backend metrics") }
@@ -388,6 +399,20 @@ struct Micro: AsyncParsableCommand {
         }
         stalls.report("export", as: "dispatch while exporting", into: &figures)
         print(String(format: "  %d exports, %.1f µs each (median)", stalls.works.count, median(stalls.works.map { Double($0) / 1e3 })))
+    }
+
+    /// The longest fire-and-forget dispatch (and its p99.99) on this thread while another thread makes the live
+    /// page's snapshot over and over, uncached (issue #49: pages open never make dispatching threads wait). A snapshot
+    /// copies the flight recorder's rings as a dump does, with no lock a dispatch takes.
+    private func inspectorWait(into figures: inout [String: Double]) throws {
+        let inspector = Inspector(.init(refresh: .zero))
+        let stalls = try dispatchStalls(store: makeStore(backend: FlightRecorder.shared)) {
+            guard case .bytes(let json) = inspector.respond(method: "GET", path: "/debug/katana/snapshot.json").body else { return 0 }
+            return UInt64(json.count)
+        }
+        stalls.report("snapshot", as: "dispatch while a page reads", into: &figures)
+        print(String(format: "  %d snapshots of ~%llu bytes, %.2f ms each (median)", stalls.works.count, stalls.itemsPerWork,
+                     median(stalls.works.map { Double($0) / 1e6 })))
     }
 
     /// How long fire-and-forget dispatches on this thread take while another thread runs `work` over and over, against

@@ -3,6 +3,7 @@
 // Prometheus's text format; /debug/katana is KatanaInspector's live page.
 //
 //   order-service-metrics [--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID]
+//                         [--stream-seconds N]
 //
 // It listens on 127.0.0.1 (port 0: any free one; the line "listening on http://127.0.0.1:PORT" says which), takes
 // --orders orders --concurrency at a time, then keeps serving until SIGTERM or SIGINT. --report writes, once the orders
@@ -25,8 +26,8 @@ let tool = "order-service-metrics"
 
 /// A line on standard output, written at once (a check reads them as they come).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
-let options = OrderService.options(tool, usage: "[--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID]",
-                                   flags: ["--port", "--orders", "--concurrency", "--report", "--slow-order"])
+let options = OrderService.options(tool, usage: "[--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID] [--stream-seconds N]",
+                                   flags: ["--port", "--orders", "--concurrency", "--report", "--slow-order", "--stream-seconds"])
 let orders = OrderService.number(options, "--orders", default: 2_000, tool: tool)
 let concurrency = OrderService.number(options, "--concurrency", default: 32, tool: tool)
 let port: Int = {
@@ -77,7 +78,9 @@ router.get("health") { _, _ in "ok\n" }
 
 // 4. The live page, on the same server: KatanaInspector answers, Hummingbird sends. The state is shown, with what a
 // page must not show left out (customers' orders only as counts).
-let inspector = Inspector(.init(metrics: metrics, metricsPath: "/metrics"))
+// --stream-seconds: how long one live page's stream lasts before the browser reconnects (the check shortens it).
+let streamSeconds = OrderService.number(options, "--stream-seconds", default: 600, tool: tool)
+let inspector = Inspector(.init(metrics: metrics, metricsPath: "/metrics", maxStreamDuration: .seconds(streamSeconds)))
 inspector.showState {
     let state = store.state
     return ["orders": state.orders.count, "shipped": state.count(.shipped), "failed": state.failed,
