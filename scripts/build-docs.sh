@@ -4,7 +4,7 @@
 # committed results give, and that every public declaration has a doc comment (scripts/doc-coverage).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-modules=(Katana KatanaTrace KatanaRouter KatanaRedux KatanaBench KatanaMetrics)
+modules=(Katana KatanaTrace KatanaRouter KatanaRedux KatanaBench KatanaMetrics KatanaInspector)
 
 python3 scripts/perf-table --check
 

@@ -55,6 +55,7 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
                  transitionEnd, storeReady, listenersNotified
         }
 
+        /// What happened.
         public var what: What
         /// CLOCK_MONOTONIC nanoseconds (for an inline updater: its end).
         public var timestamp: UInt64
@@ -68,8 +69,11 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
         public var value: UInt64
         /// Queue depth at enqueue, parallelism at begin and inline, listeners for ``What/listenersNotified``.
         public var count: UInt32
+        /// A dispatch's kind (nil for the events that are not a dispatch's).
         public var kind: DispatchKind?
+        /// Where a dispatch ran or waited (enqueue, begin, end and inline updaters).
         public var lane: DispatchLane?
+        /// How it ended (end, inline updaters, interval and transition ends).
         public var outcome: DispatchOutcome?
         /// The recording thread's id.
         public var thread: Int32

@@ -8,7 +8,7 @@ package import KatanaTraceToolkit
 ///
 /// It reads what the app already records and records nothing itself: the flight recorder's window (the slowest and
 /// failed dispatches with their parents, the side effects in flight, the recent updaters) and, when given,
-/// ``KatanaMetrics/DispatchMetrics``' totals (every dispatch's latency row and outcome since start). Mounted and
+/// the totals of KatanaMetrics' `DispatchMetrics` (every dispatch's latency row and outcome since start). Mounted and
 /// idle, it costs a dispatch nothing; a page open costs one copy of the window per refresh, shared by every page,
 /// and the dispatching threads never wait for it.
 ///
@@ -19,7 +19,7 @@ public final class Inspector: @unchecked Sendable {
     public struct Configuration: Sendable {
         /// The path the page is mounted at; the JSON, the live stream and the trace download are below it.
         public var path: String
-        /// Read the flight recorder's window (the app must record into ``KatanaFlightRecorder/FlightRecorder/shared``).
+        /// Read the flight recorder's window (the app must record into `FlightRecorder.shared`).
         public var flightRecorder: Bool
         /// Per-type counts since start; without metrics they come from the window.
         public var metrics: DispatchMetrics?
@@ -34,6 +34,8 @@ public final class Inspector: @unchecked Sendable {
         /// Rows in the slowest and failed tables (recent updaters: twice as many).
         public var rows: Int
 
+        /// The defaults: mounted at `/debug/katana`, reading the flight recorder, refreshed every second, at most 16
+        /// live streams of at most 10 minutes each, 10 rows per table.
         public init(path: String = "/debug/katana", flightRecorder: Bool = true, metrics: DispatchMetrics? = nil,
                     metricsPath: String? = nil, refresh: Duration = .seconds(1), maxStreams: Int = 16,
                     maxStreamDuration: Duration = .seconds(600), rows: Int = 10) {
@@ -50,7 +52,9 @@ public final class Inspector: @unchecked Sendable {
 
     /// One answer, for the app's server to send.
     public struct Response: Sendable {
+        /// What to send.
         public enum Body: Sendable {
+            /// The whole body.
             case bytes([UInt8])
             /// Server-sent events: run it from the response's body writer and hand it a `write` that sends one chunk
             /// and throws when the client has gone. It returns when `write` throws, or after
@@ -59,11 +63,15 @@ public final class Inspector: @unchecked Sendable {
             case stream(@Sendable (_ write: ([UInt8]) async throws -> Void) async -> Void)
         }
 
+        /// The HTTP status.
         public var status: Int
+        /// The headers to send (Content-Type among them).
         public var headers: [(name: String, value: String)]
+        /// The body.
         public var body: Body
     }
 
+    /// What it reads and how it serves (the path normalised: one leading slash, no trailing one).
     public let configuration: Configuration
     // Guarded by `lock`.
     private let lock = NSLock()
@@ -72,6 +80,7 @@ public final class Inspector: @unchecked Sendable {
     private var exporting = false
     private var state: (@Sendable () -> any Encodable)?
 
+    /// An inspector; mount ``respond(method:path:)`` in the app's server under ``Configuration/path``.
     public init(_ configuration: Configuration = .init()) {
         var configuration = configuration
         while configuration.path.hasSuffix("/") { configuration.path.removeLast() }

@@ -164,13 +164,16 @@ public final class DispatchMetrics: DirectRecordingBackend, @unchecked Sendable 
     public struct Totals: Sendable {
         /// The dispatched type's name; nil for `other` (types past the limit, or not named).
         public var type: String?
+        /// Whether the type is a state updater or a side effect.
         public var kind: DispatchKind
         /// Dispatches ended, by outcome.
         public var outcomes: [DispatchOutcome: UInt64]
         /// Service times by bucket: `serviceCounts[i]` ended within `(bounds[i − 1], bounds[i]]`, the last past the
         /// last bound. The bounds are ``Configuration/buckets``.
         public var serviceCounts: [UInt64]
+        /// The service times' sum.
         public var serviceSumNanoseconds: UInt64
+        /// Dispatches that ran over their latency budget.
         public var budgetOverruns: UInt64
     }
 

@@ -188,7 +188,8 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
         guard case .stream(let run) = inspector.respond(method: "GET", path: "/debug/katana/events").body else { throw Failure("not a stream") }
         let count = Locked(0)
         await run { _ in count.withLock { $0 += 1 } }
-        #expect(count.withLock { $0 } >= 2)
+        // It returned by itself, the client still reading: it ended at its longest duration, having sent at least one.
+        #expect(count.withLock { $0 } >= 1)
         #expect(await eventually { inspector.openStreams == 0 })
     }
 
