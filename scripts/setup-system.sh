@@ -37,7 +37,7 @@ if [ ! -d "$perfetto_python/perfetto/protos" ]; then
     echo "setup: could not install perfetto; the Perfetto export tests will say so" >&2
 fi
 
-# A session daemon for LTTng recordings. Off by default: the LTTng tests and traces/record start one when none
+# A session daemon for LTTng recordings. Off by default: the LTTng tests and katana-trace record start one when none
 # runs (the fault test must own the daemon it kills). `setup-system.sh --sessiond` starts one now.
 if [ "${1:-}" = "--sessiond" ] && ! pgrep -x lttng-sessiond >/dev/null 2>&1; then
   echo "setup: starting lttng-sessiond" >&2

@@ -165,7 +165,7 @@ LTTNG_UST_TRACEPOINT_EVENT(katana, interval_end,
 LTTNG_UST_TRACEPOINT_LOGLEVEL(katana, interval_end, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
 /* A dispatch took longer than its type's latency budget (begin → end); emitted just before its dispatch_end. The
- * flight recorder (traces/record --flight-recorder) snapshots the session when this event fires. */
+ * flight recorder (katana-trace record --flight-recorder) snapshots the session when this event fires. */
 LTTNG_UST_TRACEPOINT_EVENT(katana, budget_exceeded,
     LTTNG_UST_TP_ARGS(uint64_t, id, uint8_t, kind, const char *, name, uint64_t, budget_ns, uint64_t, actual_ns),
     LTTNG_UST_TP_FIELDS(

@@ -1,6 +1,6 @@
 import Foundation
 
-/// `katana-bench run --trace DIR`: records the run in a fresh LTTng session, as `traces/record` does.
+/// `katana-bench run --trace DIR`: records the run in a fresh LTTng session, as `katana-trace record` does.
 final class LTTngRecording {
     let name = "katana-bench-\(getpid())-\(UInt64.random(in: 0..<UInt64.max))"
     let directory: String

@@ -85,7 +85,7 @@ struct Run: AsyncParsableCommand {
     @OptionGroup var outputs: ResultOutputs
     @Option(help: "Draw this earlier result (--json) on the --plot chart, dashed, to compare the shapes.")
     var baseline: String?
-    @Option(name: .customLong("trace"), help: "Record the run with LTTng (katana:*, vpid/vtid) into this directory, as traces/record does.")
+    @Option(name: .customLong("trace"), help: "Record the run with LTTng (katana:*, vpid/vtid) into this directory, as katana-trace record does.")
     var traceDirectory: String?
 
     /// The selected scenario (validated).

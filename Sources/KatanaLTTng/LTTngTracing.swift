@@ -8,7 +8,7 @@ import KatanaTrace
 ///     KatanaTracing.bootstrap(MultiplexTraceBackend([LTTngTracing.backend, myBackend]))
 ///
 /// Record with `lttng create S && lttng enable-event -u 'katana:*' && lttng start`, run, `lttng stop`,
-/// `babeltrace2 ~/lttng-traces/S*` (or `traces/record`). If the session daemon is missing or dies, the tracepoints
+/// `babeltrace2 ~/lttng-traces/S*` (or `katana-trace record`). If the session daemon is missing or dies, the tracepoints
 /// stay disabled and the application carries on unaffected.
 public enum LTTngTracing {
     /// Whether this build has the tracepoint provider compiled in (the package's `LTTng` trait, on by default).

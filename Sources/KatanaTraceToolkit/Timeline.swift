@@ -177,6 +177,7 @@ struct Timeline<Sink: TimelineSink> {
         /// The flow from the dispatch call (and its parent) to the begin.
         var flow: UInt64
         var enqueuedAt: Int64?
+        var enqueuedOn = 0
         var began = false
         var beganOn = 0
     }
@@ -215,6 +216,8 @@ struct Timeline<Sink: TimelineSink> {
     /// The last event's thread: consecutive events of one thread look nothing up.
     private var last: (key: ThreadKey, thread: Int)?
     private var nextFlow: UInt64 = 1
+    /// The latest timestamp taken: where the trace ends.
+    private var latest: Int64 = 0
     private(set) var summary = ExportSummary()
 
     private static var queueWaitGroup: AsyncGroup { AsyncGroup(category: .queueWait, name: .fixed("queue wait")) }
@@ -292,6 +295,7 @@ struct Timeline<Sink: TimelineSink> {
             sink.start(at: event.timestamp >= duration ? event.timestamp - duration : 0)
         }
         summary.events += 1
+        latest = max(latest, event.timestamp)
         let thread = self.thread(of: event)
         let process = threads[thread].process, pid = threads[thread].pid
         let key = Key(pid: pid, id: event.id)
@@ -314,7 +318,8 @@ struct Timeline<Sink: TimelineSink> {
             wait.dispatchable = name
             sink.asyncBegin(process, group: Self.queueWaitGroup, id: event.id, at: event.timestamp,
                             name: Self.queueWaitGroup.name, args: wait, flow: nil)
-            pending[key] = Pending(name: name, isSideEffect: event.isSideEffect, flow: flow, enqueuedAt: event.timestamp)
+            pending[key] = Pending(name: name, isSideEffect: event.isSideEffect, flow: flow, enqueuedAt: event.timestamp,
+                                   enqueuedOn: thread)
         case .begin:
             var entry = pending[key] ?? Pending(name: name, isSideEffect: event.isSideEffect, flow: 0)
             var args = SliceArgs()
@@ -426,6 +431,19 @@ struct Timeline<Sink: TimelineSink> {
 
     /// Names each thread by what it ran (its most frequent role first) and ends the output.
     mutating func finish(discarded: UInt64) throws(TraceToolkitError) -> ExportSummary {
+        // A dispatch still queued when the trace ends (a snapshot or a live window cut it): its wait ends at the
+        // trace's end, where an instant on the thread that dispatched it says so and ends the flow its dispatch
+        // call began (a flow left open is one Perfetto cannot draw: check_perfetto.py counts it as a problem).
+        for (key, entry) in pending.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
+        where !entry.began && entry.enqueuedAt != nil {
+            let thread = entry.enqueuedOn
+            sink.asyncEnd(threads[thread].process, group: Self.queueWaitGroup, id: key.id, at: latest,
+                          name: Self.queueWaitGroup.name, args: .none)
+            var args = SliceArgs()
+            args.id = key.id
+            sink.threadInstant(thread, at: latest, name: .fixed("still queued when the trace ends: \(entry.name.text)"),
+                               category: .dispatch, args: args, flow: Flow(id: entry.flow, step: .terminates))
+        }
         for (index, info) in threads.enumerated() {
             var roles: [(String, Int)] = info.roles.enumerated().compactMap { id, count in
                 count > 0 ? (queueNames[UInt32(id)] ?? "queue \(id)", count) : nil

@@ -28,6 +28,15 @@ struct DeclineCard: ThrowingStateUpdater {
     func updateState(_ state: inout Counter) throws { throw Declined() }
 }
 
+/// Holds the updater lane (inside `updateState`) until released.
+struct HoldsTheLane: StateUpdater {
+    let started: DispatchSemaphore, release: DispatchSemaphore
+    func updateState(_ state: inout Counter) {
+        started.signal()
+        release.wait()
+    }
+}
+
 /// Reserves slowly, then has its card declined: a slow child and a failed child, both with this as parent.
 struct Checkout: SideEffect {
     func sideEffect(_ context: SideEffectContext<Counter, EmptySideEffectDependencyContainer>) async throws {
@@ -198,7 +207,15 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
     @Test func theWindowDownloadsAsAPerfettoTrace() async throws {
         let store = CounterStore(stateInitializer: { Counter() }, configuration: .init(traceBackend: FlightRecorder.shared))
         for _ in 0..<2 { try await store.dispatch(Checkout()).value }
+        // One updater still queued when the window is taken (behind one that holds the lane): its dispatch call's
+        // flow must still end in the file (it ended nowhere before: check_perfetto.py failed on a CI rehearsal).
+        let started = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        Thread { store.dispatch(HoldsTheLane(started: started, release: release)) }.start()
+        started.wait()
+        let queued = store.dispatch(ReserveSlowly())
         let events = FlightRecorder.shared.recentEvents().events
+        release.signal()
+        try await queued.value
         let bytes = try Inspector.perfetto(events)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("katana-inspector-test-\(UUID().uuidString)")
         defer {

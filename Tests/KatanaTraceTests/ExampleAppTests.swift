@@ -160,7 +160,7 @@ final class Conversation {
     }
 }
 
-/// The example app profiled end to end, as its README tells a user to: build, record with `traces/record`,
+/// The example app profiled end to end, as its README tells a user to: build, record with `katana-trace record`,
 /// analyse. Part of the serialized recording suite (a session records every process's events).
 extension LTTngRecordingTests {
     @Test func theOrderServiceExampleIsProfiledEndToEnd() async throws {
@@ -169,7 +169,7 @@ extension LTTngRecordingTests {
         #expect(try neededLibraries(binary).contains { $0.hasPrefix("liblttng-ust") })
 
         let orders = 120
-        let (directory, printed) = try await recordWithTracesRecord([binary.path, "--orders", "\(orders)", "--concurrency", "8"])
+        let (directory, printed) = try await recordWithKatanaTrace([binary.path, "--orders", "\(orders)", "--concurrency", "8"])
         defer { try? FileManager.default.removeItem(at: directory) }
         // "120 orders in … ms: S shipped, F failed; …": every order ends one way or the other.
         let summary = try #require(printed.split(separator: "\n").first { $0.hasPrefix("\(orders) orders in") }, "\(printed)")

@@ -362,7 +362,7 @@ struct LTTngRecordingTests {
 /// The trace toolkit on real recordings: each README command, one test each.
 extension LTTngRecordingTests {
     @Test func recordAnalyzeAndExportABenchRun() async throws {
-        let (directory, printed) = try await recordWithTracesRecord([Paths.katanaBench.path, "-s", "mixed", "--count", "200",
+        let (directory, printed) = try await recordWithKatanaTrace([Paths.katanaBench.path, "-s", "mixed", "--count", "200",
                                                                "--warmup", "0", "--concurrency", "4"])
         defer { try? FileManager.default.removeItem(at: directory) }
         #expect(printed.hasSuffix(directory.path + "\n"), "record must print where the trace is")
@@ -552,12 +552,11 @@ extension LTTngRecordingTests {
         }
     }
 
-    /// A command whose liblttng-ust registers late is still recorded, by both recorders. LTTng's own wait for the
+    /// A command whose liblttng-ust registers late is still recorded. LTTng's own wait for the
     /// registration is 3 s; on a loaded CI machine it ran out, the order service ran unrecorded and its trace held
     /// no stream. Here the command stops the session daemon for 5 s just before the app starts, so the daemon
     /// answers late as on a loaded host. Reachable only where this process owns the only daemon (always under CI).
-    @Test(arguments: ["traces/record", "katana-trace record"])
-    func aCommandThatRegistersLateIsStillRecorded(recorder: String) async throws {
+    @Test func aCommandThatRegistersLateIsStillRecorded() async throws {
         try LTTngEnvironment.ensureSessiond()
         guard let daemon = LTTngEnvironment.ownedSessiond, LTTngEnvironment.sessiondPIDs() == [daemon] else {
             #expect(!LTTngEnvironment.underCI, "under CI the suite owns the only session daemon")
@@ -566,8 +565,7 @@ extension LTTngRecordingTests {
         defer { kill(daemon, SIGCONT) }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-late-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let record = recorder == "traces/record" ? [Paths.packageRoot.appendingPathComponent("traces/record").path]
-            : [KatanaTrace.executable.path, "record"]
+        let record = [KatanaTrace.executable.path, "record"]
         let late = "kill -STOP \(daemon); (sleep 5; kill -CONT \(daemon)) >/dev/null 2>&1 & exec \"$@\""
         let command = ["/bin/sh", "-c", late, "sh", Paths.katanaBench.path, "-s", "updaters", "--count", "200", "--warmup", "0"]
         // Without the suite's own setting (ensureSessiond's): the recorder must provide it.
@@ -705,23 +703,22 @@ func directorySize(_ url: URL) -> Int {
     return total
 }
 
-/// Records `command` with `traces/record` into a fresh temporary directory (the caller removes it); fails the test
-/// unless recording succeeded. Returns the directory and what `traces/record` printed.
-func recordWithTracesRecord(_ command: [String]) async throws -> (directory: URL, printed: String) {
+/// Records `command` with `katana-trace record` into a fresh temporary directory (the caller removes it); fails the
+/// test unless recording succeeded. Returns the directory and what was printed (the command's output, then the
+/// trace's directory).
+func recordWithKatanaTrace(_ command: [String]) async throws -> (directory: URL, printed: String) {
     try LTTngEnvironment.ensureSessiond()
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-record-\(UUID().uuidString)")
-    let record = try await runSuspending([Paths.packageRoot.appendingPathComponent("traces/record").path, "-o", directory.path, "--"] + command)
-    try #require(record.status == 0, "traces/record failed: \(record.err)")
+    let record = try await runSuspending([KatanaTrace.executable.path, "record", "-o", directory.path, "--"] + command)
+    try #require(record.status == 0, "katana-trace record failed: \(record.err)")
     return (directory, record.out)
 }
 
 /// The flight recorder: a snapshot session whose trigger saves the ring each time a dispatch goes over budget.
 extension LTTngRecordingTests {
-    @Test(arguments: ["traces/record", "katana-trace record"])
-    func theFlightRecorderSnapshotsASlowDispatchWithItsParentAndOnlyThen(recorder: String) async throws {
+    @Test func theFlightRecorderSnapshotsASlowDispatchWithItsParentAndOnlyThen() async throws {
         try LTTngEnvironment.ensureSessiond()
-        let record = recorder == "traces/record" ? [Paths.packageRoot.appendingPathComponent("traces/record").path]
-            : [KatanaTrace.executable.path, "record"]
+        let record = [KatanaTrace.executable.path, "record"]
         let workload = [Paths.katanaBench.path, "workload", "--rounds", "60", "--child-budget-ms", "200"]
         let slow = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: slow) }
@@ -765,11 +762,11 @@ extension LTTngRecordingTests {
     }
 }
 
-/// KatanaRouter's transitions in a real recording: the example's flow, recorded with traces/record. Part of the
+/// KatanaRouter's transitions in a real recording: the example's flow, recorded with katana-trace record. Part of the
 /// serialized recording suite, so no other recording (which sees every process's events) runs meanwhile.
 extension LTTngRecordingTests {
     @Test func navigationTransitionsAreRecordedAnalysedAndExported() async throws {
-        let (directory, _) = try await recordWithTracesRecord([Paths.routerExample.path])
+        let (directory, _) = try await recordWithKatanaTrace([Paths.routerExample.path])
         defer { try? FileManager.default.removeItem(at: directory) }
 
         let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
