@@ -122,6 +122,7 @@ let package = Package(
                 "KatanaDispatchLog",
                 "KatanaMetrics",
                 "KatanaInspector",
+                "KatanaTraceToolkit",
                 "CKatanaTraceProvider",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),

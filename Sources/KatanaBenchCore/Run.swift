@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KatanaTraceToolkit
 import Glibc
 import Katana
 import KatanaFlightRecorder
@@ -85,7 +86,7 @@ struct Run: AsyncParsableCommand {
     @OptionGroup var outputs: ResultOutputs
     @Option(help: "Draw this earlier result (--json) on the --plot chart, dashed, to compare the shapes.")
     var baseline: String?
-    @Option(name: .customLong("trace"), help: "Record the run with LTTng (katana:*, vpid/vtid) into this directory, as katana-trace record does.")
+    @Option(name: .customLong("trace"), help: "Record the run with LTTng into this directory: the run is the command `katana-trace record` records (katana:*, vpid/vtid/procname).")
     var traceDirectory: String?
 
     /// The selected scenario (validated).
@@ -154,25 +155,16 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
-        Interruption.shared.install()
-        var recording: LTTngRecording?
         if let traceDirectory {
-            do {
-                recording = try LTTngRecording(directory: traceDirectory)
-            } catch {
-                throw ValidationError("cannot record a trace: \(error)")
-            }
+            // This same run, without --trace, as the command `katana-trace record` records: one way to record for
+            // the toolkit and the bench (the session, its daemon and its cleanup on any exit are the recorder's).
+            var options = RecordingOptions()
+            options.output = traceDirectory
+            options.command = [Self.executable] + Self.arguments(dropping: "--trace")
+            throw ExitCode(Recorder.record(options))
         }
-        defer { recording?.destroy() }
-        if let recording {
-            let name = recording.name
-            Interruption.shared.onImmediateExit { LTTngRecording.destroy(session: name) }
-        }
+        Interruption.shared.install()
         let (result, histograms) = try await repeated()
-        if let recording {
-            try recording.stop()
-            FileHandle.standardError.write(Data("trace: \(recording.directory)\n".utf8))
-        }
         if let flightRecorderDump {
             do {
                 let events = try FlightRecorder.shared.dump(to: flightRecorderDump)
@@ -191,6 +183,23 @@ struct Run: AsyncParsableCommand {
                           baseline: { try baseline.map(Run.baselineHistograms) },
                           baselineName: baseline.map { "baseline \(($0 as NSString).lastPathComponent)" } ?? "")
         if Interruption.shared.requested { throw ExitCode(130) }
+    }
+
+    /// This process's executable (a user's bench binary, for KatanaBench).
+    static var executable: String {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    }
+
+    /// This process's arguments without `option` and its value (`--trace DIR` or `--trace=DIR`).
+    static func arguments(dropping option: String) -> [String] {
+        var kept: [String] = []
+        var arguments = CommandLine.arguments.dropFirst()[...]
+        while let argument = arguments.popFirst() {
+            if argument == option { _ = arguments.popFirst(); continue }
+            if argument.hasPrefix(option + "=") { continue }
+            kept.append(argument)
+        }
+        return kept
     }
 
     /// `--repeat N` runs, combined: latencies over every sample, throughput the median repetition's, each

@@ -477,9 +477,9 @@ extension LTTngRecordingTests {
         #expect(differing.isEmpty, "\(differing.count) dispatches differ, e.g. \(differing.first.map { "\($0.key): \($0.value) vs \(recorded[$0.key] ?? [])" } ?? "")")
     }
 
-    /// `--trace` with no session daemon running: katana-bench starts one, says so, waits until it has registered
-    /// with it, and records — it once printed `trace: DIR` over an empty folder. Reachable only where this process
-    /// owns the only daemon (always under CI), since it must stop it first.
+    /// `--trace` with no session daemon running: katana-bench records through `katana-trace record`'s session, which
+    /// starts one, records the whole run (it once printed `trace: DIR` over an empty folder) and stops the daemon it
+    /// started. Reachable only where this process owns the only daemon (always under CI), since it must stop it first.
     @Test func traceStartsASessionDaemonWhenNoneRunsAndRecords() async throws {
         guard try await Self.stopTheOnlySessiond() else { return }
 
@@ -488,21 +488,20 @@ extension LTTngRecordingTests {
         let bench = try? await offThePool {
             try run([Paths.katanaBench.path, "-s", "updaters", "--count", "500", "--warmup", "0", "--trace", directory.path])
         }
+        let left = LTTngEnvironment.sessiondPIDs()
+        for pid in left { kill(pid, SIGKILL) }
         let check = try? await offThePool { try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path]) }
-        // The daemon katana-bench started outlives it: stop it (and what runs under it), then give the rest of the
-        // suite its own daemon back — before any expectation can end the test.
-        let started = bench?.err.firstMatch(of: /started lttng-sessiond \(pid (\d+)\)/).flatMap { pid_t($0.1) }
-        _ = try? await offThePool {
-            _ = Self.stopOwnedSessiond(also: started)
-            return (try? LTTngEnvironment.ensureSessiond()) != nil
-        }
+        // The rest of the suite gets its own daemon back before any expectation can end the test.
+        _ = try? await offThePool { (try? LTTngEnvironment.ensureSessiond()) != nil }
         let outcome = try #require(bench, "katana-bench could not be run")
         try #require(outcome.status == 0, "\(outcome.err)")
-        #expect(started != nil, "katana-bench did not say it started a session daemon: \(outcome.err)")
+        #expect(left.isEmpty, "the session daemon the recording started outlived it: \(left)")
         let checked = try #require(check, "katana_trace.py could not be run")
         #expect(checked.status == 0, "\(checked.out)\(checked.err)")
         // 500 measured updaters and the one the run awaits at its end to flush the lane.
         #expect(checked.out.contains("\"dispatches\": 501"), "\(checked.out)")
+        #expect(outcome.out.contains("updaters") && outcome.out.hasSuffix(directory.path + "\n"),
+                "the run's report, then the trace's folder: \(outcome.out.suffix(300))")
     }
 
     /// `katana-trace record` with no session daemon running starts one and stops it when the recording ends —
