@@ -36,12 +36,12 @@ test: setup examples
 ## scraped every second; Prometheus's counts and p99s held against the service's own. Its own target, so `make test`
 ## builds no server (CI runs both).
 test-metrics: setup
-	bash scripts/test-metrics.sh
+	bash scripts/test-service.sh metrics
 
 ## KatanaInspector's live page in a real browser: Examples/MetricsService with one slow order, /debug/katana opened in
 ## headless Chromium, what the page shows after its live updates checked against the service. Its own target (CI runs it).
 test-inspector: setup
-	bash scripts/test-inspector.sh
+	bash scripts/test-service.sh inspector
 
 ## The suite under ThreadSanitizer, default build, in its own build folder. The test binary links no LTTng; the
 ## LTTng-linked executables it runs handle TSan's verdict on liblttng-ust's exit (README → Tracing → ThreadSanitizer).
