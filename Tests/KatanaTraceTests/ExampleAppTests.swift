@@ -114,6 +114,9 @@ final class Conversation {
         let compiled = files.filter { $0.hasSuffix(".o") || $0.hasSuffix(".swiftmodule") }
         let lttng = compiled.filter { $0.contains("CLTTng.build/") || $0.contains("KatanaLTTng") }
         #expect(lttng.isEmpty, "the core-only app compiled the LTTng provider: \(lttng)")
+        // Nor the live page or the toolkit it exports with (KatanaInspector is a product of its own).
+        let inspector = compiled.filter { $0.contains("KatanaInspector.build/") || $0.contains("KatanaTraceToolkit.build/") }
+        #expect(inspector.isEmpty, "the core-only app compiled the inspector: \(inspector)")
         #expect(compiled.contains { $0.contains("/Katana.build/") }, "the listing must see the build's objects: \(compiled.prefix(5))")
 
         let needed = try neededLibraries(binary)
