@@ -28,6 +28,15 @@ public enum Recorder {
     /// it), or 2 when recording could not be set up, or 128 + N when this process was interrupted by signal N.
     /// Prints the trace's folder (or the snapshots') on standard output, and what happened on standard error.
     public static func record(_ options: RecordingOptions) -> Int32 {
+        // What this thread starts inherits its signal mask, and a parent may have blocked signals (a test runner, some
+        // service managers): `lttng-sessiond --daemonize` then waits for its child's SIGUSR1 for ever, and the
+        // command could not be interrupted. So nothing this recording starts inherits a blocked signal — whoever
+        // calls it (katana-trace, katana-bench --trace, a user's KatanaBench binary: traceStartsASessionDaemonWhenNoneRunsAndRecords
+        // hung in katana-bench, whose main, unlike katana-trace's, left the mask as it found it).
+        var none = sigset_t(), previous = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         guard !options.command.isEmpty else {
             return refuse("no command given: katana-trace record [-o DIR] -- COMMAND [ARGS…]")
         }
