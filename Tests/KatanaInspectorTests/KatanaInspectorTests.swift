@@ -28,6 +28,12 @@ struct DeclineCard: ThrowingStateUpdater {
     func updateState(_ state: inout Counter) throws { throw Declined() }
 }
 
+/// Queued behind `HoldsTheLane` by the download test: a type of its own, so the page test's `ReserveSlowly` rows hold
+/// only its own (parented) dispatches, the two tests sharing the process's flight recorder.
+struct ReserveBehind: StateUpdater {
+    func updateState(_ state: inout Counter) { state.orders += 1 }
+}
+
 /// Holds the updater lane (inside `updateState`) until released.
 struct HoldsTheLane: StateUpdater {
     let started: DispatchSemaphore, release: DispatchSemaphore
@@ -221,7 +227,7 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
         let started = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         Thread { store.dispatch(HoldsTheLane(started: started, release: release)) }.start()
         started.wait()
-        let queued = store.dispatch(ReserveSlowly())
+        let queued = store.dispatch(ReserveBehind())
         let events = FlightRecorder.shared.recentEvents().events
         release.signal()
         try await queued.value
