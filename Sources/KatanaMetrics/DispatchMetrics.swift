@@ -180,8 +180,7 @@ public final class DispatchMetrics: DirectRecordingBackend, @unchecked Sendable 
     /// Every series' totals now, summed over the dispatching threads' shards (which never wait for it), and the
     /// bucket bounds in nanoseconds — what a live page (KatanaInspector) shows without waiting for an export.
     public func totals() -> (series: [Totals], boundsNanoseconds: [UInt64]) {
-        var bounds = [UInt64](repeating: 0, count: Int(KATANA_METRICS_MAX_BUCKETS))
-        bounds.removeLast(bounds.count - Int(katana_metrics_bounds(context, &bounds)))
+        let bounds = exporter.bounds
         var raw = katana_metrics_series()
         let series = (0..<katana_metrics_series_count(context)).map { index in
             var kind: UInt8 = 0

@@ -14,7 +14,8 @@ import KatanaTrace
 final class Exporter: @unchecked Sendable {
     private let context: OpaquePointer
     private let configuration: DispatchMetrics.Configuration
-    private let bounds: [UInt64]
+    /// The set's bucket bounds in nanoseconds (read once from the C set).
+    let bounds: [UInt64]
     // Guarded by `lock` (NSLock, which ThreadSanitizer understands): one export at a time.
     private let lock = NSLock()
     private var series: [Series] = []
