@@ -287,24 +287,14 @@ struct TraceToolkitTests {
     /// a `"`, found by the fuzz test above): the native reader's message is still one line, and so is the note
     /// `analyze` prints when it falls back to babeltrace2 — a reader of stderr (CI, a log) gets one record.
     @Test func aMetadataErrorQuotingSeveralLinesStaysOneLine() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-scan-lines-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: root) }
-        let scanner = try await buildNativeReader(root.appendingPathComponent("katana_scan"))
-        let trace = root.appendingPathComponent("trace")
-        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
-        let metadata = trace.appendingPathComponent("ust/uid/0/64-bit/metadata")
-        var bytes = [UInt8](try Data(contentsOf: metadata))
-        // `trace {` becomes `trace "` and the `;` after `minor = 8` a `"`: a string token over three lines (bytes
-        // replaced, not inserted, so the metadata packet's sizes still hold).
-        func offset(of text: String, from start: Int = 0) throws -> Int {
-            let pattern = Array(text.utf8)
-            return try #require((start...(bytes.count - pattern.count)).first { Array(bytes[$0..<($0 + pattern.count)]) == pattern })
+        let (root, scanner, trace) = try await sampleWithItsMetadata("katana-scan-lines") { bytes in
+            // `trace {` becomes `trace "` and the `;` after `minor = 8` a `"`: a string token over three lines (bytes
+            // replaced, not inserted, so the metadata packet's sizes still hold).
+            let open = try offset(of: "trace {", in: bytes) + 6
+            bytes[open] = UInt8(ascii: "\"")
+            bytes[try offset(of: "minor = 8;", in: bytes, from: open) + 9] = UInt8(ascii: "\"")
         }
-        let open = try offset(of: "trace {") + 6
-        bytes[open] = UInt8(ascii: "\"")
-        bytes[try offset(of: "minor = 8;", from: open) + 9] = UInt8(ascii: "\"")
-        try Data(bytes).write(to: metadata)
+        defer { try? FileManager.default.removeItem(at: root) }
 
         let declined = try await runProcessSuspending(scanner, ["analyze", trace.path])
         #expect(declined.status == 3, "\(declined.err)")
@@ -321,19 +311,12 @@ struct TraceToolkitTests {
     /// with no payload (found by the fuzz test above, which the native reader then crashed on, reading the missing
     /// payload's field count): refused in one line naming the event, as babeltrace2 refuses it, never a crash.
     @Test func anEventClassLeftWithoutItsPayloadIsRefused() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-no-payload-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let (root, scanner, trace) = try await sampleWithItsMetadata("katana-no-payload") { bytes in
+            let event = try offset(of: "name = \"katana:dispatch_end\";", in: bytes)
+            let level = "loglevel = 6;"
+            bytes[try offset(of: level, in: bytes, from: event) + level.utf8.count - 1] ^= 1  // ';' → ':'
+        }
         defer { try? FileManager.default.removeItem(at: root) }
-        let scanner = try await buildNativeReader(root.appendingPathComponent("katana_scan"))
-        let trace = root.appendingPathComponent("trace")
-        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
-        let metadata = trace.appendingPathComponent("ust/uid/0/64-bit/metadata")
-        var bytes = [UInt8](try Data(contentsOf: metadata))
-        let name = Array("name = \"katana:dispatch_end\";".utf8), level = Array("loglevel = 6;".utf8)
-        let event = try #require((0...(bytes.count - name.count)).first { Array(bytes[$0..<($0 + name.count)]) == name })
-        let at = try #require((event...(bytes.count - level.count)).first { Array(bytes[$0..<($0 + level.count)]) == level })
-        bytes[at + level.count - 1] ^= 1  // ';' → ':'
-        try Data(bytes).write(to: metadata)
 
         let declined = try await runProcessSuspending(scanner, ["analyze", trace.path], environment: ["ASAN_OPTIONS": "detect_leaks=0"])
         #expect(declined.status == 3, "status \(declined.status): \(declined.err.prefix(800))")
@@ -603,4 +586,32 @@ struct TraceToolkitTests {
             .write(to: broken, atomically: true, encoding: .utf8)
         #expect(try await runSuspending(["xmllint", "--noout", "--schema", schema, broken.path]).status != 0)
     }
+}
+
+/// A copy of the sample in a fresh folder (the caller removes `root`), its metadata's bytes changed by `damage`, and
+/// the native reader built beside it.
+private func sampleWithItsMetadata(_ label: String, _ damage: (inout [UInt8]) throws -> Void) async throws
+    -> (root: URL, scanner: URL, trace: URL)
+{
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    do {
+        let scanner = try await buildNativeReader(root.appendingPathComponent("katana_scan"))
+        let trace = root.appendingPathComponent("trace")
+        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
+        let metadata = trace.appendingPathComponent("ust/uid/0/64-bit/metadata")
+        var bytes = [UInt8](try Data(contentsOf: metadata))
+        try damage(&bytes)
+        try Data(bytes).write(to: metadata)
+        return (root, scanner, trace)
+    } catch {
+        try? FileManager.default.removeItem(at: root)
+        throw error
+    }
+}
+
+/// Where `text` first stands in `bytes` at or after `start`.
+private func offset(of text: String, in bytes: [UInt8], from start: Int = 0) throws -> Int {
+    let pattern = Array(text.utf8)
+    return try #require((start...(bytes.count - pattern.count)).first { Array(bytes[$0..<($0 + pattern.count)]) == pattern })
 }
