@@ -4,7 +4,7 @@
 # Idempotent: does nothing that is already done. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
-packages=(liblttng-ust-dev lttng-tools babeltrace2 python3-bt2 python3-lttnganalyses libxml2-utils valgrind binutils gcc)
+packages=(liblttng-ust-dev lttng-tools babeltrace2 python3-lttnganalyses libxml2-utils valgrind binutils gcc)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

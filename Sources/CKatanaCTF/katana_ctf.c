@@ -1362,7 +1362,7 @@ static void table_remove(table *t, slot *s) {
 
 /* ------------------------------------------------------------------------------------------------------ statistics */
 
-/* katana_trace.py's Histogram: log-linear buckets (64 per power of two), exact min/max, Welford mean and deviation. */
+/* The analysis' histogram: log-linear buckets (64 per power of two), exact min/max, Welford mean and deviation. */
 typedef struct {
     uint64_t *buckets;
     size_t capacity;
@@ -1416,7 +1416,7 @@ static uint64_t hist_percentile(const histogram *h, double p) {
 
 static double hist_stddev(const histogram *h) { return h->count > 1 ? sqrt(h->m2 / (double)(h->count - 1)) : 0.0; }
 
-/* katana_trace.py's Timeline: side effects in flight, in at most 2 * LIMIT equal buckets, widths doubling. */
+/* The analysis' timeline: side effects in flight, in at most 2 * LIMIT equal buckets, widths doubling. */
 #define TIMELINE_LIMIT 2048
 typedef struct {
     int started;
@@ -1911,7 +1911,7 @@ static void on_dispatch_event(const katana_ctf_event *k, int role) {
 static uint32_t inline_queue_label, state_updater_label;
 
 /* katana:updater_inline — an updater applied inline, one event at its end: the enqueue and begin it stands for are
- * at (its time − duration_ns), as katana_trace.py's expand_inline replays them. */
+ * at (its time − duration_ns). */
 static void on_inline(const katana_ctf_event *k) {
     uint64_t duration = k->duration_ns;
     int64_t end = k->timestamp_ns;

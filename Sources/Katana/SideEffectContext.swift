@@ -200,7 +200,7 @@ extension SideEffectContext {
     /// Runs `body` as a named interval inside this side effect — the counterpart of an os_signpost interval: when a
     /// trace backend listens, `interval_begin`/`interval_end` events carry this side effect as their parent, so an
     /// app's network calls and heavy work show inside its side effects (babeltrace2, Perfetto, Trace Compass,
-    /// `katana_trace.py analyze`). With nobody listening it costs one check. Returns what `body` returns; its
+    /// `katana-trace analyze`). With nobody listening it costs one check. Returns what `body` returns; its
     /// error (or cancellation) ends the interval with that outcome and is rethrown.
     ///
     ///     let profile = try await context.interval("fetch profile") { try await api.profile(id) }

@@ -15,15 +15,19 @@ enum Babeltrace2Reader {
     static let installHint = "install babeltrace2 (apt-get install babeltrace2) and run this again"
 
     /// Hands every katana event of `trace` to `body` in timestamp order, read by babeltrace2. Returns the events the
-    /// tracer discarded. `declined`: why the native reader declined it, for the messages.
-    static func read(trace: String, declined: String, progress label: String?, payload: Bool = false,
+    /// tracer discarded. `declined`: why the native reader declined it, for the messages (nil: babeltrace2 was asked
+    /// for, and no note is printed).
+    static func read(trace: String, declined: String?, progress label: String?, payload: Bool = false,
                      _ body: (TraceEvent) -> Void)
         throws(TraceToolkitError) -> UInt64
     {
         guard let babeltrace = Recorder.which("babeltrace2") else {
+            guard let declined else { throw TraceToolkitError("--reader babeltrace2: \(installHint)") }
             throw TraceToolkitError("\(declined); babeltrace2 reads such traces: \(installHint)")
         }
-        FileHandle.standardError.write(Data("katana-trace: note: reading with babeltrace2 (slower): \(declined)\n".utf8))
+        if let declined {
+            FileHandle.standardError.write(Data("katana-trace: note: reading with babeltrace2 (slower): \(declined)\n".utf8))
+        }
         // babeltrace2's convert command takes no `--`: a path that looks like an option gets a `./`.
         var arguments = [babeltrace, "--clock-seconds", "--no-delta", trace.hasPrefix("-") ? "./" + trace : trace]
         if let setpriv = Recorder.which("setpriv") { arguments = [setpriv, "--pdeathsig", "KILL", "--"] + arguments }

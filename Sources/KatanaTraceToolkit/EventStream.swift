@@ -145,11 +145,16 @@ public enum EventStream {
     /// Throws a ``TraceToolkitError`` naming the place when the trace is damaged. One read per process (the reader
     /// keeps its state in statics). With `progress`, a line on standard error every half million events when it is a
     /// terminal. A trace the native reader declines (a sound construct it does not know) is read by babeltrace2
-    /// when it is installed (a note on standard error says so), else the error says what to install.
+    /// when it is installed (a note on standard error says so), else the error says what to install; `reader` chooses
+    /// one reader instead.
     public static func read(
-        trace: String, progress label: String? = nil, payload: Bool = false, _ body: (TraceEvent) -> Void
+        trace: String, reader: TraceReader = .auto, progress label: String? = nil, payload: Bool = false,
+        _ body: (TraceEvent) -> Void
     ) throws(TraceToolkitError) -> UInt64 {
-        try withoutActuallyEscaping(body) { (body) throws(TraceToolkitError) -> UInt64 in
+        if reader == .babeltrace2 {
+            return try Babeltrace2Reader.read(trace: trace, declined: nil, progress: label, payload: payload, body)
+        }
+        return try withoutActuallyEscaping(body) { (body) throws(TraceToolkitError) -> UInt64 in
             let reading = Reading(body: body, progress: label.flatMap { ProgressLine($0) }, payload: payload)
             var discarded: UInt64 = 0
             var error = [CChar](repeating: 0, count: 1024)
@@ -162,6 +167,7 @@ public enum EventStream {
             reading.progress?.end()
             let message = NativeReader.message(error)
             if status == 4 {
+                guard reader == .auto else { throw NativeReader.declinedError(message) }
                 return try Babeltrace2Reader.read(trace: trace, declined: message, progress: label, payload: payload, body)
             }
             guard status == 0 else { throw TraceToolkitError(message) }

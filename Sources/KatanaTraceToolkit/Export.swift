@@ -9,15 +9,17 @@ public enum Export {
         case json
     }
 
-    /// Reads `trace` and writes it to `output` in `format`; the file appears only when the export succeeded.
-    public static func run(trace: String, to output: String, format: Format, progress: Bool = true)
+    /// Reads `trace` with `reader` and writes it to `output` in `format`; the file appears only when the export
+    /// succeeded.
+    public static func run(trace: String, to output: String, format: Format, reader: TraceReader = .auto,
+                           progress: Bool = true)
         throws(TraceToolkitError) -> ExportSummary
     {
         let file = try ExportFile(path: output)
         let label = progress ? "export" : nil
         var summary = switch format {
-        case .perfetto: try write(trace, through: Timeline(sink: PerfettoSink(file: file)), progress: label)
-        case .json: try write(trace, through: Timeline(sink: ChromeJSONSink(file: file)), progress: label)
+        case .perfetto: try write(trace, through: Timeline(sink: PerfettoSink(file: file)), reader: reader, progress: label)
+        case .json: try write(trace, through: Timeline(sink: ChromeJSONSink(file: file)), reader: reader, progress: label)
         }
         summary.bytes = file.written
         return summary
@@ -34,11 +36,11 @@ public enum Export {
         return summary
     }
 
-    private static func write<Sink: TimelineSink>(_ trace: String, through timeline: Timeline<Sink>, progress: String?)
-        throws(TraceToolkitError) -> ExportSummary
+    private static func write<Sink: TimelineSink>(_ trace: String, through timeline: Timeline<Sink>, reader: TraceReader,
+                                                  progress: String?) throws(TraceToolkitError) -> ExportSummary
     {
         var timeline = timeline
-        let discarded = try EventStream.read(trace: trace, progress: progress) { timeline.take($0) }
+        let discarded = try EventStream.read(trace: trace, reader: reader, progress: progress) { timeline.take($0) }
         return try timeline.finish(discarded: discarded)
     }
 }

@@ -12,7 +12,7 @@ public struct IntegrityReport: Sendable {
     /// Every problem found, in the order found (a discarded-events warning first).
     public var problems: [String] = []
 
-    /// As `katana_trace.py check` prints it: JSON with the first 20 problems and their count.
+    /// As `katana-trace check` prints it: JSON with the first 20 problems and their count.
     public var json: String {
         func quoted(_ text: String) -> String {
             let encoder = JSONEncoder()
@@ -73,10 +73,10 @@ public final class IntegrityCheck {
     private var report = IntegrityReport()
     private init() {}
 
-    /// Reads `trace` and checks it.
-    public static func run(trace: String) throws(TraceToolkitError) -> IntegrityReport {
+    /// Reads `trace` with `reader` and checks it.
+    public static func run(trace: String, reader: TraceReader = .auto) throws(TraceToolkitError) -> IntegrityReport {
         let check = IntegrityCheck()
-        let discarded = try EventStream.read(trace: trace, progress: "check") { check.take($0) }
+        let discarded = try EventStream.read(trace: trace, reader: reader, progress: "check") { check.take($0) }
         return check.finish(discarded: discarded)
     }
 

@@ -10,6 +10,18 @@ public struct TraceToolkitError: Error, CustomStringConvertible, Sendable {
     public init(_ description: String) { self.description = description }
 }
 
+/// Which reader decodes a trace.
+public enum TraceReader: String, CaseIterable, Sendable {
+    /// The package's reader; a sound trace it does not know (floating-point fields, several clocks, …) is read by
+    /// babeltrace2 when it is installed.
+    case auto
+    /// The package's reader only: a trace it does not know is refused, as a damaged one is.
+    case native
+    /// babeltrace2 only, the reference reader LTTng's users trust: to check the package's reader against it (the
+    /// suite does, `analyzeAgreesWithBabeltrace2`), or when the package's reader is in doubt.
+    case babeltrace2
+}
+
 /// What `analyze` keeps and lists.
 public struct AnalysisOptions: Sendable {
     /// The N longest dispatches to list (0: none).
@@ -24,6 +36,8 @@ public struct AnalysisOptions: Sendable {
     public var progressDescriptor: Int32 = -1
     /// Show progress on standard error when it is a terminal.
     public var showsProgress = false
+    /// Which reader decodes the trace.
+    public var reader = TraceReader.auto
     public init() {}
 }
 
@@ -34,9 +48,14 @@ public enum NativeReader {
         String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// A trace the package's reader declines, with `--reader native`.
+    static func declinedError(_ declined: String) -> TraceToolkitError {
+        TraceToolkitError("\(declined) (--reader native; --reader auto reads it with babeltrace2)")
+    }
+
     /// The analysis over babeltrace2's events (the native reader declined the trace before any event).
     private static func analyzeWithBabeltrace2(
-        trace: String, declined: String, options: inout katana_ctf_options, out: UnsafeMutablePointer<FILE>,
+        trace: String, declined: String?, options: inout katana_ctf_options, out: UnsafeMutablePointer<FILE>,
         error: inout [CChar]
     ) throws(TraceToolkitError) -> Int32 {
         var status = katana_ctf_analysis_begin(trace, &options, &error, error.count)
@@ -72,11 +91,17 @@ public enum NativeReader {
         var length = 0
         guard let out = open_memstream(&buffer, &length) else { throw TraceToolkitError("cannot allocate the report") }
         var error = [CChar](repeating: 0, count: 1024)
-        var status = withExtendedLifetime(progress) { katana_ctf_analyze(trace, &given, out, &error, error.count) }
-        progress?.end()
+        var status: Int32
+        if options.reader == .babeltrace2 {
+            status = try analyzeWithBabeltrace2(trace: trace, declined: nil, options: &given, out: out, error: &error)
+        } else {
+            status = withExtendedLifetime(progress) { katana_ctf_analyze(trace, &given, out, &error, error.count) }
+            progress?.end()
+        }
         if status == 4 {
             // Declined before any event: babeltrace2 reads the trace, the same analysis runs over its events.
             let declined = Self.message(error)
+            guard options.reader == .auto else { fclose(out); free(buffer); throw Self.declinedError(declined) }
             rewind(out)
             status = try analyzeWithBabeltrace2(trace: trace, declined: declined, options: &given, out: out, error: &error)
         }

@@ -47,6 +47,20 @@ struct KatanaTraceCommand: ParsableCommand {
     }
 }
 
+extension TraceReader: ExpressibleByArgument {}
+
+/// The trace argument and the reader, shared by every command that reads one.
+struct TraceSource: ParsableArguments {
+    @Argument(help: "The recording: a folder with the trace's metadata and streams (any depth).")
+    var trace: String
+
+    @Option(help: """
+        auto (the package's reader; babeltrace2 for a sound trace it does not know), native (that reader only) or \
+        babeltrace2 (the reference reader only).
+        """)
+    var reader: TraceReader = .auto
+}
+
 /// Exit status 2 with one line: the trace (or an argument) is the problem.
 struct Refused: Error, CustomStringConvertible {
     var description: String
@@ -56,8 +70,7 @@ struct Analyze: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Per-type latencies, side effects in flight over time, nesting, budget overruns, the longest dispatches.")
 
-    @Argument(help: "The recording: a folder with the trace's metadata and streams (any depth).")
-    var trace: String
+    @OptionGroup var source: TraceSource
 
     @Flag(help: "Print the report as JSON.")
     var json = false
@@ -110,8 +123,9 @@ struct Analyze: ParsableCommand {
         options.end = end
         options.minDurationNanoseconds = try minDuration.map(Self.duration) ?? 0
         options.showsProgress = true
+        options.reader = source.reader
         do {
-            let document = try NativeReader.analyzeJSON(trace: trace, options: options)
+            let document = try NativeReader.analyzeJSON(trace: source.trace, options: options)
             if json {
                 FileHandle.standardOutput.write(document)
                 if document.last != UInt8(ascii: "\n") { print("") }
@@ -171,13 +185,12 @@ struct Check: ParsableCommand {
         abstract: "Integrity: every dispatch enqueued, begun and ended once, in order; nothing discarded.",
         discussion: "Prints a JSON summary; exits 0 when the trace is whole, 1 when it has problems, 2 when it cannot be read.")
 
-    @Argument(help: "The recording: a folder with the trace's metadata and streams (any depth).")
-    var trace: String
+    @OptionGroup var source: TraceSource
 
     func run() throws {
         let report: IntegrityReport
         do {
-            report = try IntegrityCheck.run(trace: trace)
+            report = try IntegrityCheck.run(trace: source.trace, reader: source.reader)
         } catch {
             throw Refused(description: "katana-trace: \(error.description)")
         }
@@ -201,8 +214,7 @@ struct Export: ParsableCommand {
             overruns are instants. Open the file at ui.perfetto.dev. The file appears only when the export succeeded.
             """)
 
-    @Argument(help: "The recording: a folder with the trace's metadata and streams (any depth).")
-    var trace: String
+    @OptionGroup var source: TraceSource
 
     @Option(name: [.customShort("o"), .long], help: "The file to write (e.g. trace.pftrace).")
     var output: String
@@ -212,7 +224,7 @@ struct Export: ParsableCommand {
 
     func run() throws {
         do {
-            let summary = try TraceExport.run(trace: trace, to: output, format: format)
+            let summary = try TraceExport.run(trace: source.trace, to: output, format: format, reader: source.reader)
             if summary.discarded > 0 {
                 FileHandle.standardError.write(Data("katana-trace: WARNING: \(summary.discarded) events were DISCARDED by the tracer\n".utf8))
             }
@@ -228,13 +240,14 @@ struct Dump: ParsableCommand {
         abstract: "The katana events as JSON lines, as recorded (an inline updater is one updater_inline event).",
         discussion: "The last line is a summary: {\"event\": \"_summary\", \"count\": N, \"discarded\": N}.")
 
-    @Argument(help: "The recording: a folder with the trace's metadata and streams (any depth).")
-    var trace: String
+    @OptionGroup var source: TraceSource
 
     func run() throws {
         var lines = DumpLines()
         do {
-            let discarded = try EventStream.read(trace: trace, progress: "dump", payload: true) { lines.add($0) }
+            let discarded = try EventStream.read(trace: source.trace, reader: source.reader, progress: "dump", payload: true) {
+                lines.add($0)
+            }
             lines.finish(discarded: discarded)
         } catch {
             lines.flush()

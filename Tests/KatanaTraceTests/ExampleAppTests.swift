@@ -181,7 +181,7 @@ extension LTTngRecordingTests {
         #expect(shipped + failed == orders, "\(summary)")
         #expect(failed >= orders / 13, "the simulated gateway declines every 13th order: \(summary)")
 
-        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        let check = try await KatanaTrace.run(["check", "--reader", "babeltrace2", directory.path])
         #expect(check.status == 0, "\(check.out)\(check.err)")
         // Analysed the way a user of a package that depends on Katana does: Katana's command plugin, which builds the
         // katana-trace CLI from Katana's sources inside the example's own build.
@@ -240,7 +240,7 @@ extension LTTngRecordingTests {
 
         // And the README's last step: a Perfetto file.
         let exportURL = directory.appendingPathComponent("perfetto.json")
-        let export = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
+        let export = try await KatanaTrace.run(["export", "--format", "json", directory.path, "-o", exportURL.path])
         #expect(export.status == 0, "\(export.err)")
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
         #expect(traceEventProblems(document).isEmpty, "\(traceEventProblems(document).prefix(5))")
@@ -328,7 +328,7 @@ extension LTTngRecordingTests {
             try run([binary.path, "-s", "checkout", "--count", "100", "--warmup", "0", "--option", "io-us=10", "--trace", directory.path])
         }
         try #require(outcome.status == 0, "\(outcome.err)")
-        let analysis = try await offThePool { try run(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", directory.path]) }
+        let analysis = try await offThePool { try run([KatanaTrace.executable.path, "analyze", "--json", directory.path]) }
         try #require(analysis.status == 0, "\(analysis.err)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
         let types = try #require(report["types"] as? [[String: Any]])

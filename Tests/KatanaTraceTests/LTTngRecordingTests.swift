@@ -146,7 +146,7 @@ final class RecordingSession {
     }
 }
 
-/// One event as `traces/katana_trace.py dump` prints it.
+/// One event as `katana-trace dump` prints it (read by babeltrace2, the reference reader, in these tests).
 struct RecordedEvent: Decodable {
     let event: String
     let ts: UInt64?
@@ -164,8 +164,8 @@ struct RecordedEvent: Decodable {
 }
 
 func readBack(_ directory: URL) async throws -> (events: [RecordedEvent], discarded: Int) {
-    let dumped = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "dump", directory.path])
-    guard dumped.status == 0 else { throw RecordingError("katana_trace.py dump failed: \(dumped.err)") }
+    let dumped = try await KatanaTrace.run(["dump", "--reader", "babeltrace2", directory.path])
+    guard dumped.status == 0 else { throw RecordingError("katana-trace dump --reader babeltrace2 failed: \(dumped.err)") }
     let decoder = JSONDecoder()
     var events: [RecordedEvent] = []
     var discarded = -1
@@ -174,7 +174,7 @@ func readBack(_ directory: URL) async throws -> (events: [RecordedEvent], discar
         do {
             event = try decoder.decode(RecordedEvent.self, from: Data(line.utf8))
         } catch {
-            throw RecordingError("katana_trace.py dump printed a line that is not an event: \(line.prefix(300)) (\(error))")
+            throw RecordingError("katana-trace dump printed a line that is not an event: \(line.prefix(300)) (\(error))")
         }
         if event.event == "_summary" { discarded = event.discarded ?? -1 } else { events.append(event) }
     }
@@ -350,7 +350,7 @@ struct LTTngRecordingTests {
         try session.stop()
         let (_, discarded) = try await readBack(session.directory)
         #expect(discarded > 0, "a 2×4 KiB channel should have discarded events")
-        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", session.directory.path])
+        let check = try await KatanaTrace.run(["check", "--reader", "babeltrace2", session.directory.path])
         #expect(check.status == 1)
         #expect(check.out.contains("DISCARDED"))
         // Both readers count the same discarded events (from the packets' counters) and agree on everything else.
@@ -372,9 +372,9 @@ extension LTTngRecordingTests {
         // below take each as the enqueue, begin and end it stands for.
         let raw = try await runSuspending(["babeltrace2", directory.path])
         #expect(raw.out.contains("katana:updater_inline:") && raw.out.contains("duration_ns = "), "no inline updater event")
-        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        let check = try await KatanaTrace.run(["check", "--reader", "babeltrace2", directory.path])
         #expect(check.status == 0, "\(check.out)")
-        let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
+        let analysis = try await KatanaTrace.run(["analyze", directory.path])
         #expect(analysis.status == 0)
         #expect(analysis.out.contains("KatanaBenchCore.UserAction → KatanaBenchCore.FetchProfile: 200"))
         // FetchProfile's simulated I/O runs in a user interval: 200 of them, inside FetchProfile.
@@ -388,7 +388,7 @@ extension LTTngRecordingTests {
             #expect(disagreements.isEmpty, "\(options): \(disagreements)")
         }
         let exportURL = directory.appendingPathComponent("perfetto.json")
-        let export = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
+        let export = try await KatanaTrace.run(["export", "--format", "json", directory.path, "-o", exportURL.path])
         #expect(export.status == 0)
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
         // In Perfetto's rules (thread slices nest strictly, async ids and flows pair up) and nothing lost.
@@ -437,7 +437,7 @@ extension LTTngRecordingTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let bench = try await runSuspending([Paths.katanaBench.path, "-s", "updaters", "--count", "2000", "--warmup", "0", "--trace", directory.path])
         try #require(bench.status == 0, "\(bench.err)")
-        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        let check = try await KatanaTrace.run(["check", "--reader", "babeltrace2", directory.path])
         #expect(check.status == 0, "\(check.out)")
         #expect(check.out.contains("\"discarded\": 0"))
     }
@@ -490,13 +490,13 @@ extension LTTngRecordingTests {
         }
         let left = LTTngEnvironment.sessiondPIDs()
         for pid in left { kill(pid, SIGKILL) }
-        let check = try? await offThePool { try run(["/usr/bin/python3", Paths.traceTool, "check", directory.path]) }
+        let check = try? await offThePool { try run([KatanaTrace.executable.path, "check", "--reader", "babeltrace2", directory.path]) }
         // The rest of the suite gets its own daemon back before any expectation can end the test.
         _ = try? await offThePool { (try? LTTngEnvironment.ensureSessiond()) != nil }
         let outcome = try #require(bench, "katana-bench could not be run")
         try #require(outcome.status == 0, "\(outcome.err)")
         #expect(left.isEmpty, "the session daemon the recording started outlived it: \(left)")
-        let checked = try #require(check, "katana_trace.py could not be run")
+        let checked = try #require(check, "katana-trace could not be run")
         #expect(checked.status == 0, "\(checked.out)\(checked.err)")
         // 500 measured updaters and the one the run awaits at its end to flush the lane.
         #expect(checked.out.contains("\"dispatches\": 501"), "\(checked.out)")
@@ -616,9 +616,9 @@ extension LTTngRecordingTests {
         try #require(try await runSuspending(["lttng", "start", name]).status == 0)
         _ = try await runSuspending([Paths.katanaBench.path, "-s", "updaters", "--count", "100", "--warmup", "0"])
         _ = try await runSuspending(["lttng", "stop", name])
-        let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
+        let analysis = try await KatanaTrace.run(["analyze", directory.path])
         #expect(analysis.status == 2)
-        #expect(analysis.err.contains("katana_trace:"))
+        #expect(analysis.err.hasPrefix("katana-trace: ") && analysis.err.contains("no katana events"), "\(analysis.err)")
     }
 
     /// LTTng live: a relay daemon on loopback, a live session streaming to it, babeltrace2 reading the stream
@@ -727,7 +727,7 @@ extension LTTngRecordingTests {
         let snapshots = recorded.out.split(separator: "\n").map(String.init)
         try #require(snapshots.count == 1, "one slow child, one snapshot: \(recorded.out) \(recorded.err)")
 
-        let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", "--json", snapshots[0]])
+        let analysis = try await KatanaTrace.run(["analyze", "--json", snapshots[0]])
         try #require(analysis.status == 0, "\(analysis.err)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
         let over = try #require(report["over_budget"] as? [String: Any], "the snapshot must hold the budget_exceeded event")
@@ -737,14 +737,14 @@ extension LTTngRecordingTests {
         #expect((slowChild["actual_ns"] as? Int ?? 0) >= 400_000_000 && slowChild["budget_ns"] as? Int == 200_000_000)
         let parents = try #require(slowChild["parents"] as? [[String: Any]])
         #expect(parents.first?["name"] as? String == "KatanaBenchCore.Round", "the parent chain: \(parents)")
-        // A snapshot cuts dispatches in flight: `check` finds them, and katana-trace's check says what the toolkit's does.
+        // A snapshot cuts dispatches in flight: `check` finds them, read by either reader alike.
         let checked = try await KatanaTrace.run(["check", snapshots[0]])
-        let reference = try await Toolkit.slowTool(["check", snapshots[0]])
+        let reference = try await KatanaTrace.run(["check", "--reader", "babeltrace2", snapshots[0]])
         #expect(checked.status == reference.status && checked.out == reference.out, "\(checked.out)\n\(reference.out)")
         let snapshotDisagreements = try await readerDisagreements(snapshots[0], ["--top", "5"])
         #expect(snapshotDisagreements.isEmpty, "over budget, in a snapshot: \(snapshotDisagreements)")
         // The snapshot has the slow child's and its parent's own events.
-        let dump = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "dump", snapshots[0]])
+        let dump = try await KatanaTrace.run(["dump", "--reader", "babeltrace2", snapshots[0]])
         let childID = slowChild["id"] as? Int ?? -1, parentID = parents.first?["id"] as? Int ?? -1
         #expect(dump.out.contains("\"event\": \"dispatch_begin\", \"id\": \(childID),"), "no begin of the slow child")
         #expect(dump.out.contains("\"event\": \"dispatch_begin\", \"id\": \(parentID),"), "no begin of its parent")
@@ -768,7 +768,7 @@ extension LTTngRecordingTests {
         let (directory, _) = try await recordWithKatanaTrace([Paths.routerExample.path])
         defer { try? FileManager.default.removeItem(at: directory) }
 
-        let check = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "check", directory.path])
+        let check = try await KatanaTrace.run(["check", "--reader", "babeltrace2", directory.path])
         #expect(check.status == 0, "\(check.out)")
         let (events, discarded) = try await readBack(directory)
         #expect(discarded == 0)
@@ -779,14 +779,14 @@ extension LTTngRecordingTests {
         #expect(begins.count == 30 && ends.count == 30)
         #expect(begins.contains { $0.name == "push Product" } && begins.contains { $0.name == "pop Shipping" })
 
-        let analysis = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "analyze", directory.path])
+        let analysis = try await KatanaTrace.run(["analyze", directory.path])
         #expect(analysis.status == 0)
         #expect(analysis.out.contains("navigation transitions (KatanaRouter):"))
         #expect(analysis.out.contains("navigation                                       11"), "\(analysis.out)")
         let transitionDisagreements = try await readerDisagreements(directory.path, ["--top", "5"])
         #expect(transitionDisagreements.isEmpty, "transitions: \(transitionDisagreements)")
         let exportURL = directory.appendingPathComponent("perfetto.json")
-        let export = try await runSuspending(["/usr/bin/python3", Paths.traceTool, "export", directory.path, "-o", exportURL.path])
+        let export = try await KatanaTrace.run(["export", "--format", "json", directory.path, "-o", exportURL.path])
         #expect(export.status == 0)
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: exportURL)) as? [String: Any])
         #expect(traceEventProblems(document).isEmpty)

@@ -55,5 +55,4 @@ enum Paths {
     /// The KatanaRouter example, built next to this test binary.
     static var routerExample: URL { builtExecutable(named: "katana-router-example") }
 
-    static var traceTool: String { packageRoot.appendingPathComponent("traces/katana_trace.py").path }
 }
