@@ -406,7 +406,12 @@ extension LTTngRecordingTests {
         #expect(names.contains { $0.contains("pid ") }, "\(names.prefix(5))")
         // Which roles a thread had depends on scheduling (an updater is queued, and a lane thread named, only when
         // it met a busy lane): every thread is named by its roles and its own name; side effects ran on the pool.
-        let threadNames = names.filter { !$0.contains("pid ") }
+        // A thread is named when first seen and renamed by its roles at the end: a viewer keeps the last name.
+        var lastNames: [String: String] = [:]
+        for event in events where event["ph"] as? String == "M" && event["name"] as? String == "thread_name" {
+            lastNames["\(event["pid"] ?? 0)/\(event["tid"] ?? 0)"] = (event["args"] as? [String: Any])?["name"] as? String
+        }
+        let threadNames = Array(lastNames.values)
         let roles = ["dispatching thread", "updater lane", "side-effect pool"]
         #expect(!threadNames.isEmpty && threadNames.allSatisfy { name in roles.contains { name.contains($0) } && name.hasSuffix(")") },
                 "\(names)")
