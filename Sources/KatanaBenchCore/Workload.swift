@@ -27,7 +27,7 @@ struct Workload: AsyncParsableCommand {
     var backend: Backend = .lttng
     @Option(parsing: .unconditional, help: "Before starting, wait up to this many seconds for an LTTng session to enable katana events (0: don't wait).")
     var waitForSession: Double = 0
-    @Option(help: "Write a JSON summary (dispatch counts, in-memory maximum parallelism, final counter) here.")
+    @Option(help: "Write a JSON summary (dispatch counts, in-memory maximum parallelism, final counter, pid) here.")
     var summary: String?
     @Option(parsing: .unconditional, help: "Give Child a latency budget of this many milliseconds (flight recorder: over it, katana:budget_exceeded).")
     var childBudgetMs: Double?
@@ -119,6 +119,8 @@ struct Workload: AsyncParsableCommand {
                 "rounds": rounds, "children": children, "counter": store.state.counter,
                 "dispatches": rounds * (1 + children + children * updatersPerChild + updatersPerParent) + 1 + heldAndDropped,
                 "memory_dispatches": dispatches, "memory_max_parallelism": maxParallelism,
+                // A session records every process: a reader picks this run's events by its pid (LTTng's vpid).
+                "pid": Int(getpid()),
             ]
             let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
             try data.write(to: URL(fileURLWithPath: summary))

@@ -257,14 +257,18 @@ extension LTTngRecordingTests {
     /// ThreadSanitizer build, where liblttng-ust's exit would otherwise make TSan end it with status 66.
     @Test func lttngLinkedExecutablesKeepTheirExitStatusWhileConnected() async throws {
         try LTTngEnvironment.ensureSessiond()
-        let session = try RecordingSession()
-        defer { session.destroy() }
-        let ok = try await runProcessSuspending(Paths.katanaBench, ["run", "-s", "updaters", "--count", "500", "--warmup", "0"])
+        // Each recorded by `katana-trace record`, which exits with the command's status.
+        func recorded(_ command: [String]) async throws -> (status: Int32, out: String, err: String) {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-record-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            return try await runProcessSuspending(KatanaTrace.executable, ["record", "-o", directory.path, "--"] + command)
+        }
+        let ok = try await recorded([Paths.katanaBench.path, "run", "-s", "updaters", "--count", "500", "--warmup", "0"])
         #expect(ok.status == 0, "\(ok.err)")
         #expect(ok.out.contains("throughput:"), "the output must survive the early exit: \(ok.out)")
-        let usage = try await runProcessSuspending(Paths.katanaBench, ["run", "--count", "abc"])
-        #expect(usage.status == 2, "\(usage.err)")
-        let router = try await runProcessSuspending(Paths.routerExample, [])
+        let usage = try await recorded([Paths.katanaBench.path, "run", "--count", "abc"])
+        #expect(usage.status == 2 && usage.err.contains("abc"), "\(usage.err)")
+        let router = try await recorded([Paths.routerExample.path])
         #expect(router.status == 0, "\(router.err)")
         for result in [ok, usage, router] { #expect(!result.err.contains("ThreadSanitizer"), "\(result.err)") }
     }

@@ -110,40 +110,15 @@ struct RecordingError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A uniquely named userspace session writing to a temporary directory, with `katana:*`, vpid/vtid contexts
-/// and a channel of the given size. `destroy()` is safe to call more than once, and after the daemon died.
-final class RecordingSession {
-    let name = "katana-test-\(getpid())-\(UInt64.random(in: 0..<UInt64.max))"
-    let directory: URL
-    private var destroyed = false
-
-    init(subbufSize: String = "8M", subbufs: Int = 8) throws {
-        try LTTngEnvironment.ensureSessiond()
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
-        try step(["lttng", "create", name, "--output=\(directory.path)"])
-        try step(["lttng", "enable-channel", "-u", "-s", name, "--subbuf-size=\(subbufSize)", "--num-subbuf=\(subbufs)", "katana"])
-        try step(["lttng", "enable-event", "-u", "-s", name, "-c", "katana", "katana:*"])
-        try step(["lttng", "add-context", "-u", "-s", name, "-c", "katana", "-t", "vpid", "-t", "vtid", "-t", "procname"])
-        try step(["lttng", "start", name])
-    }
-
-    func stop() throws { try step(["lttng", "stop", name]) }
-
-    func destroy() {
-        guard !destroyed else { return }
-        destroyed = true
-        _ = try? run(["lttng", "destroy", name])
-        try? FileManager.default.removeItem(at: directory)
-    }
-
-    deinit { destroy() }
-
-    private func step(_ arguments: [String]) throws {
-        let result = try run(arguments)
-        guard result.status == 0 else {
-            throw RecordingError("\(arguments.joined(separator: " ")) failed (\(result.status)): \(result.err)\(result.out)")
-        }
-    }
+/// Records `katana-bench workload EXTRA --summary …` with `katana-trace record RECORDING` (the caller removes the
+/// directory); fails unless both succeeded. A session records every process (other suites run katana-bench too), so
+/// checks select the workload's events by the pid its summary gives.
+func recordWorkload(_ extra: [String], recording: [String] = []) async throws -> (directory: URL, summary: WorkloadSummary) {
+    let summaryURL = FileManager.default.temporaryDirectory.appendingPathComponent("katana-workload-\(UUID().uuidString).json")
+    defer { try? FileManager.default.removeItem(at: summaryURL) }
+    let (directory, _) = try await recordWithKatanaTrace([Paths.katanaBench.path, "workload", "--summary", summaryURL.path] + extra,
+                                                         recording: recording)
+    return (directory, try JSONDecoder().decode(WorkloadSummary.self, from: Data(contentsOf: summaryURL)))
 }
 
 /// One event as `katana-trace dump` prints it (read by babeltrace2, the reference reader, in these tests).
@@ -182,6 +157,7 @@ func readBack(_ directory: URL) async throws -> (events: [RecordedEvent], discar
 }
 
 struct WorkloadSummary: Decodable {
+    let pid: Int
     let dispatches: Int
     let memory_dispatches: Int
     let memory_max_parallelism: Int
@@ -211,23 +187,16 @@ private func runWorkloadWaiting(_ extra: [String], summary: URL?) throws -> (sta
 @Suite(.serialized, .enabled(if: LTTngEnvironment.shouldRun, LTTngEnvironment.skipReason))
 struct LTTngRecordingTests {
     @Test func aRealRecordingHasEveryDispatchWhole() async throws {
-        let session = try RecordingSession()
-        defer { session.destroy() }
-        let summaryURL = session.directory.deletingLastPathComponent().appendingPathComponent("\(session.name).json")
-        defer { try? FileManager.default.removeItem(at: summaryURL) }
-
         // ≥100k dispatches of mixed updaters and nested side effects, traced to LTTng and in memory at once.
-        let workload = try await runWorkload(["--backend", "both", "--rounds", "500", "--children", "4"], summary: summaryURL)
-        try #require(workload.status == 0, "workload failed: \(workload.err)")
-        try session.stop()
-        let summary = try JSONDecoder().decode(WorkloadSummary.self, from: Data(contentsOf: summaryURL))
+        let (directory, summary) = try await recordWorkload(["--backend", "both", "--rounds", "500", "--children", "4"])
+        defer { try? FileManager.default.removeItem(at: directory) }
         #expect(summary.dispatches >= 100_000)
 
-        let (events, discarded) = try await readBack(session.directory)
+        let (events, discarded) = try await readBack(directory)
         #expect(discarded == 0, "the tracer discarded events")
 
         var byID: [UInt64: [RecordedEvent]] = [:]
-        for event in events where event.event.hasPrefix("dispatch_") && event.vpid == workload.pid {
+        for event in events where event.event.hasPrefix("dispatch_") && event.vpid == summary.pid {
             byID[event.id!, default: []].append(event)
         }
         #expect(byID.count == summary.dispatches)
@@ -278,22 +247,19 @@ struct LTTngRecordingTests {
         // The peak parallelism LTTng saw is what the in-memory backend saw for the same workload: children + 1.
         #expect(maxParallelism == UInt64(summary.memory_max_parallelism))
         #expect(maxParallelism == 5)
-        #expect(events.contains { $0.event == "store_ready" && $0.vpid == workload.pid })
-        #expect(events.contains { $0.event == "listeners_notified" && $0.vpid == workload.pid })
+        #expect(events.contains { $0.event == "store_ready" && $0.vpid == summary.pid })
+        #expect(events.contains { $0.event == "listeners_notified" && $0.vpid == summary.pid })
     }
 
     // Issue #36 row 3: items held by a store that is released before it is ready, cancelled or not, end in the
     // recording (begin and end on the `held` queue), so the toolkit sees them whole.
     @Test func itemsHeldByAStoreReleasedBeforeItIsReadyEndInTheRecording() async throws {
-        let session = try RecordingSession()
-        defer { session.destroy() }
-        let workload = try await runWorkload(["--backend", "lttng", "--rounds", "1", "--held-and-dropped", "40"], summary: nil)
-        try #require(workload.status == 0, "workload failed: \(workload.err)")
-        try session.stop()
-        let (events, discarded) = try await readBack(session.directory)
+        let (directory, summary) = try await recordWorkload(["--backend", "lttng", "--rounds", "1", "--held-and-dropped", "40"])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (events, discarded) = try await readBack(directory)
         #expect(discarded == 0)
         var byID: [UInt64: [RecordedEvent]] = [:]
-        for event in events where event.event.hasPrefix("dispatch_") && event.vpid == workload.pid {
+        for event in events where event.event.hasPrefix("dispatch_") && event.vpid == summary.pid {
             byID[event.id!, default: []].append(event)
         }
         let held = byID.values.filter { $0.first { $0.event == "dispatch_enqueue" }?.queue == "held" }
@@ -314,47 +280,53 @@ struct LTTngRecordingTests {
             }
             return  // Outside CI, a daemon someone else started must not be killed.
         }
-        let session = try RecordingSession()
-        defer { session.destroy() }
-        let summaryURL = session.directory.deletingLastPathComponent().appendingPathComponent("\(session.name).json")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-record-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let summaryURL = FileManager.default.temporaryDirectory.appendingPathComponent("katana-workload-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: summaryURL) }
 
         let child = Process()
-        child.executableURL = Paths.katanaBench
-        child.arguments = ["workload", "--wait-for-session", "20", "--backend", "lttng", "--rounds", "3000", "--summary", summaryURL.path]
+        child.executableURL = KatanaTrace.executable
+        child.arguments = ["record", "-o", directory.path, "--", Paths.katanaBench.path,
+                           "workload", "--backend", "lttng", "--rounds", "3000", "--summary", summaryURL.path]
         let errors = Pipe()
+        child.standardOutput = FileHandle.nullDevice
         child.standardError = errors
         try child.run()
         // Kill the daemon mid-workload: once events are flowing into the trace directory.
         let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline, child.isRunning, directorySize(session.directory) < 64 * 1024 { try? await Task.sleep(nanoseconds: 20_000_000) }
+        while Date() < deadline, child.isRunning, directorySize(directory) < 64 * 1024 { try? await Task.sleep(nanoseconds: 20_000_000) }
         #expect(child.isRunning, "the workload finished before the daemon could be killed; make it longer")
         let consumers = (try? await runSuspending(["pgrep", "-P", "\(sessiond)"]))?.out.split(separator: "\n").compactMap { pid_t($0) } ?? []
         #expect(kill(sessiond, SIGKILL) == 0)
         for consumer in consumers { kill(consumer, SIGKILL) }
         LTTngEnvironment.lock.withLock { LTTngEnvironment.ownedSessiond = nil }
-        child.waitUntilExit()
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(child.terminationStatus == 0, "the workload failed after the daemon died: \(stderr)")
+        let stderr = try await offThePool { () -> String in
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            child.waitUntilExit()
+            return text
+        }
+        // The workload ran to its end (it writes its summary only after checking its counter, below); the recorder,
+        // which lost its daemon, ended and said in one line that the recording could not be finished.
+        let recorderLines = stderr.split(separator: "\n").filter { $0.hasPrefix("katana-trace record:") }
+        #expect(child.terminationStatus == 2 && recorderLines.count == 1 && recorderLines[0].contains("lttng stop"),
+                "status \(child.terminationStatus): \(stderr)")
         let summary = try JSONDecoder().decode(WorkloadSummary.self, from: Data(contentsOf: summaryURL))
         #expect(summary.counter == 3000 * (4 * 25 + 95) + 1)
     }
 
     @Test func fullBuffersDiscardEventsLoudlyAndTheApplicationCarriesOn() async throws {
-        let session = try RecordingSession(subbufSize: "4k", subbufs: 2)
-        defer { session.destroy() }
-        let summaryURL = session.directory.deletingLastPathComponent().appendingPathComponent("\(session.name).json")
-        defer { try? FileManager.default.removeItem(at: summaryURL) }
-        let workload = try await runWorkload(["--backend", "lttng", "--rounds", "300"], summary: summaryURL)
-        #expect(workload.status == 0, "workload failed: \(workload.err)")
-        try session.stop()
-        let (_, discarded) = try await readBack(session.directory)
+        // The workload's own check (its counter) passing is the application carrying on.
+        let (directory, _) = try await recordWorkload(["--backend", "lttng", "--rounds", "300"],
+                                                      recording: ["--subbuf-size", "4k", "--num-subbuf", "2"])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (_, discarded) = try await readBack(directory)
         #expect(discarded > 0, "a 2×4 KiB channel should have discarded events")
-        let check = try await KatanaTrace.run(["check", "--reader", "babeltrace2", session.directory.path])
+        let check = try await KatanaTrace.run(["check", "--reader", "babeltrace2", directory.path])
         #expect(check.status == 1)
         #expect(check.out.contains("DISCARDED"))
         // Both readers count the same discarded events (from the packets' counters) and agree on everything else.
-        let disagreements = try await readerDisagreements(session.directory.path, ["--top", "20"])
+        let disagreements = try await readerDisagreements(directory.path, ["--top", "20"])
         #expect(disagreements.isEmpty, "\(disagreements)")
     }
 }
@@ -422,11 +394,13 @@ extension LTTngRecordingTests {
     /// `micro` while a session records: the dispatch's line states the recorded budget, beside one raw event's
     /// cost — not the untraced dispatch's ≤ 100 ns, which a recorded dispatch (~250 ns here) would seem to break.
     @Test func microWhileASessionRecordsStatesTheRecordedBudget() async throws {
-        let session = try RecordingSession()
-        defer { session.destroy() }
-        let json = session.directory.deletingLastPathComponent().appendingPathComponent("\(session.name)-micro.json")
+        let json = FileManager.default.temporaryDirectory.appendingPathComponent("katana-micro-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: json) }
-        let micro = try await runSuspending([Paths.katanaBench.path, "micro", "--only", "fire-and-forget", "--iterations", "2000",
+        try LTTngEnvironment.ensureSessiond()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-record-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let micro = try await runSuspending([KatanaTrace.executable.path, "record", "-o", directory.path, "--",
+                                             Paths.katanaBench.path, "micro", "--only", "fire-and-forget", "--iterations", "2000",
                                              "--runs", "1", "--backend", "lttng", "--json", json.path])
         try #require(micro.status == 0, "\(micro.err)")
         #expect(micro.err.contains("session listening: true"), "\(micro.err)")
@@ -710,10 +684,10 @@ func directorySize(_ url: URL) -> Int {
 /// Records `command` with `katana-trace record` into a fresh temporary directory (the caller removes it); fails the
 /// test unless recording succeeded. Returns the directory and what was printed (the command's output, then the
 /// trace's directory).
-func recordWithKatanaTrace(_ command: [String]) async throws -> (directory: URL, printed: String) {
+func recordWithKatanaTrace(_ command: [String], recording: [String] = []) async throws -> (directory: URL, printed: String) {
     try LTTngEnvironment.ensureSessiond()
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-record-\(UUID().uuidString)")
-    let record = try await runSuspending([KatanaTrace.executable.path, "record", "-o", directory.path, "--"] + command)
+    let record = try await runSuspending([KatanaTrace.executable.path, "record", "-o", directory.path] + recording + ["--"] + command)
     try #require(record.status == 0, "katana-trace record failed: \(record.err)")
     return (directory, record.out)
 }
