@@ -43,7 +43,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     // lock-free (`laneWord.tryTake`, an acquiring compare-and-swap); ownership passes between threads through
     // `laneLock`, or through `laneWord` when a holder gives an idle lane back without the lock (a releasing
     // compare-and-swap, seen by the next taker's acquiring one): either orders the accesses. `chain`, `links` and
-    // `intercepting` are written once, in `becomeReady`, before the store is marked ready (the word's `holding` bit
+    // `intercepting` are written once, in `becomeReady`, before the store is marked ready (the word's `notReady` bit
     // cleared with a releasing store, under `laneLock`), and only read after that.
 
     /// The identity stores report in traces (`store_ready`, `listeners_notified`).

@@ -6,7 +6,8 @@ import Glibc
 /// Where an export goes: a temporary file beside the target that replaces it only when the export succeeded, so a
 /// failed or interrupted export never leaves a half-written file under the name asked for. The file has no name
 /// until then (`O_TMPFILE`), so an export ended by any signal, SIGKILL included, leaves nothing behind (guarded by
-/// `TraceExportTests`' `anExportEndedBySignalLeavesNoFile`); where the file system cannot do that, a dot-file is
+/// `Babeltrace2FallbackTests`' `aFallbackReadLeavesNoChildWhenTheToolkitIsKilled`, SIGINT, SIGTERM and SIGKILL
+/// mid-export); where the file system cannot do that, a dot-file is
 /// used and removed on failure.
 final class ExportFile {
     let path: String

@@ -167,13 +167,16 @@ enum Fallback {
         environment["PATH"] = fake.path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
         toolkit.environment = environment
         toolkit.standardOutput = FileHandle.nullDevice
-        toolkit.standardError = FileHandle.nullDevice
+        // Its standard error in a file, to say why if it ends before the stand-in starts.
+        let errors = folder.appendingPathComponent("stderr.txt")
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+        toolkit.standardError = try FileHandle(forWritingTo: errors)
         try toolkit.run()
         let pidFile = fake.appendingPathComponent("pid")
         var child: pid_t?
         // Waits for the stand-in to start and print (a bound against a hang, not a timing claim). Generous: under
         // the TSan suite's load on a two-core machine, a quarter of it timed out with nothing wrong.
-        for _ in 0..<1_200 where child == nil {
+        for _ in 0..<1_200 where child == nil && toolkit.isRunning {
             try await Task.sleep(for: .milliseconds(100))
             if let text = try? String(contentsOf: pidFile, encoding: .utf8), let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)),
                (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8))?.hasPrefix("sleep") == true {
@@ -181,8 +184,10 @@ enum Fallback {
             }
         }
         guard let child else {
+            let ended = !toolkit.isRunning
             kill(toolkit.processIdentifier, SIGKILL)
-            Issue.record("the stand-in babeltrace2 never started")
+            let said = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+            Issue.record("the stand-in babeltrace2 never started; katana-trace \(ended ? "had ended" : "still ran"): \(said.prefix(600))")
             return
         }
         kill(toolkit.processIdentifier, signal)
@@ -201,6 +206,8 @@ enum Fallback {
         if !gone { kill(child, SIGKILL) }
         #expect(gone, "babeltrace2 outlived katana-trace ended by signal \(signal)")
         #expect(try TraceExport.leftovers(in: folder, named: "out.pftrace").isEmpty)
+        let said = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+        #expect(said.split(separator: "\n").allSatisfy { $0.hasPrefix("katana-trace: note: reading with babeltrace2") }, "\(said.prefix(600))")
     }
 
     /// Long reads show progress on a terminal — events, their rate, the share of the trace read — and write nothing

@@ -6,7 +6,7 @@ import Synchronization
 // The interceptor chain's one model. However a chain is run — an updater inline through the typed links, the erased
 // links or the closures, a queued updater, a side effect on its task — the run keeps a `ChainEnd`, and its end goes
 // through the same functions: `reachEnd` (the rule for a second `next`), `endOfUpdaterChain` (apply the updater or
-// keep what was forwarded instead) and `updaterChainResult` / `sideEffectChainResult` (what the run came to). The ways
+// keep what was forwarded instead) and `updaterChainResult` / `runSideEffectChain`'s result (what the run came to). The ways
 // differ only in how `next` finds the run in progress (a pointer on the caller's stack, the store's `closureEnd` for
 // the lane holder, a thread-local frame for a side effect) and in how the updater is applied (specialised or through
 // its witness; its change told to the listeners now or recorded for the batch).
@@ -35,7 +35,7 @@ enum ItemKind {
 
 /// What the end of one run of an interceptor chain saw: whether `next` reached it, whether it applied the updater, and
 /// what an interceptor forwarded instead. Trivial, so nothing has to destroy it: the replacement, rare, is kept retained
-/// in a box and taken once, by the run's result (`updaterChainResult`, `sideEffectChainResult`).
+/// in a box and taken once, by the run's result (`updaterChainResult`, or the launch of what `runSideEffectChain` returns).
 @usableFromInline
 struct ChainEnd {
     @usableFromInline var nextCalled = false
@@ -121,7 +121,8 @@ extension PartialStore {
         end.applied = true
     }
 
-    /// The end of a side effect's chain: the first `next` keeps what it passes, which `sideEffectChainResult` runs.
+    /// The end of a side effect's chain: the first `next` keeps what it passes, which the launch that ran the chain
+    /// (`runSideEffectChain`) then runs.
     @inlinable
     final func endOfSideEffectChain(_ item: any Dispatchable, _ end: inout ChainEnd) {
         guard reachEnd(&end, with: item) else { return }
