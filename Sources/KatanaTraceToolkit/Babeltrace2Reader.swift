@@ -16,7 +16,8 @@ enum Babeltrace2Reader {
 
     /// Hands every katana event of `trace` to `body` in timestamp order, read by babeltrace2. Returns the events the
     /// tracer discarded. `declined`: why the native reader declined it, for the messages (nil: babeltrace2 was asked
-    /// for, and no note is printed).
+    /// for, and no note is printed). Standard error gets one line either way: the note once babeltrace2 has read the
+    /// trace, or the error, which then says why the package's reader passed the trace on.
     static func read(trace: String, declined: String?, progress label: String?, payload: Bool = false,
                      _ body: (TraceEvent) -> Void)
         throws(TraceToolkitError) -> UInt64
@@ -25,16 +26,30 @@ enum Babeltrace2Reader {
             guard let declined else { throw TraceToolkitError("--reader babeltrace2: \(installHint)") }
             throw TraceToolkitError("\(declined); babeltrace2 reads such traces: \(installHint)")
         }
-        if let declined {
-            FileHandle.standardError.write(Data("katana-trace: note: reading with babeltrace2 (slower): \(declined)\n".utf8))
+        let discarded: UInt64
+        do throws(TraceToolkitError) {
+            discarded = try read(trace: trace, babeltrace: babeltrace, progress: label, payload: payload, body)
+        } catch {
+            guard let declined else { throw error }
+            throw TraceToolkitError("\(error.description) (read by babeltrace2: \(declined))")
         }
+        if let declined {
+            FileHandle.standardError.write(Data("katana-trace: note: read with babeltrace2 (slower): \(declined)\n".utf8))
+        }
+        return discarded
+    }
+
+    private static func read(trace: String, babeltrace: String, progress label: String?, payload: Bool,
+                             _ body: (TraceEvent) -> Void)
+        throws(TraceToolkitError) -> UInt64
+    {
         // babeltrace2's convert command takes no `--`: a path that looks like an option gets a `./`.
         var arguments = [babeltrace, "--clock-seconds", "--no-delta", trace.hasPrefix("-") ? "./" + trace : trace]
         if let setpriv = Recorder.which("setpriv") { arguments = [setpriv, "--pdeathsig", "KILL", "--"] + arguments }
         let child = try Child(arguments)
         defer { child.stop() }
         var parser = LineParser(trace: trace, payload: payload)
-        let progress = label.flatMap { ProgressLine($0, showsShare: false) }
+        let progress = label.flatMap { ProgressLine("\($0) (babeltrace2)", showsShare: false) }
         defer { progress?.end() }
         var errors: [String] = []
         var discarded: UInt64 = 0

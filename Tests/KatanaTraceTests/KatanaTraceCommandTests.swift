@@ -71,7 +71,7 @@ enum KatanaTrace {
     /// Damage a strict reader can tell at once: each ends with status 2, nothing on standard output and one line on
     /// standard error saying where — never a report.
     @Test(arguments: [
-        ("metadata", "cut to 100 bytes", "sizes do not add up"),
+        ("metadata", "cut to 100 bytes", "content runs past the end of the file"),
         ("katana_0", "byte 1498 flipped (an event header's timestamp)", "timed after the packet's end"),
         ("katana_0", "byte 13014 flipped (an event header's timestamp)", "timed after the packet's end"),
         ("metadata", "a ';' missing", "expected ';'"),
