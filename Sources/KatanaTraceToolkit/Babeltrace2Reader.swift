@@ -163,7 +163,9 @@ enum Babeltrace2Reader {
         }
 
         private enum Value {
-            case number(Int64, unsigned: UInt64)
+            /// A number as printed: `negative` when it had a minus sign (babeltrace2 prints an unsigned field's
+            /// value past 2^63 as such, not as a negative number).
+            case number(Int64, unsigned: UInt64, negative: Bool)
             case text(String)
         }
 
@@ -219,17 +221,17 @@ enum Babeltrace2Reader {
                 throw TraceToolkitError("\(trace): event katana:\(eventName) has no field '\(field.key)'")
             }
             func number(_ field: Field) -> UInt64? {
-                if case .number(_, let unsigned) = values[field.rawValue] { return unsigned }
+                if case .number(_, let unsigned, _) = values[field.rawValue] { return unsigned }
                 return nil
             }
             func signed(_ field: Field) -> Int64? {
-                if case .number(let value, _) = values[field.rawValue] { return value }
+                if case .number(let value, _, _) = values[field.rawValue] { return value }
                 return nil
             }
             func text(_ field: Field) -> String? {
                 switch values[field.rawValue] {
                 case .text(let text): text
-                case .number(let value, _): String(value)  // an enum value without a label
+                case .number(let value, let unsigned, let negative): negative ? String(value) : String(unsigned)  // an enum value without a label
                 case nil: nil
                 }
             }
@@ -253,7 +255,7 @@ enum Babeltrace2Reader {
             event.payload = others.filter { $0.group == scanner.group }.map { other in
                 let value: TraceEvent.PayloadField.Value = switch other.value {
                 case .text(let text): .text(text)
-                case .number(let signed, let unsigned): signed < 0 ? .signed(signed) : .unsigned(unsigned)
+                case .number(let signed, let unsigned, let negative): negative ? .signed(signed) : .unsigned(unsigned)
                 }
                 return TraceEvent.PayloadField(name: other.name, value: value)
             }
@@ -345,10 +347,10 @@ enum Babeltrace2Reader {
                     at += 1
                 }
                 let text = String(decoding: line[start..<at], as: UTF8.self)
-                if text.hasPrefix("-"), let value = Int64(text) { return .number(value, unsigned: UInt64(bitPattern: value)) }
+                if text.hasPrefix("-"), let value = Int64(text) { return .number(value, unsigned: UInt64(bitPattern: value), negative: true) }
                 let unsigned = text.hasPrefix("0x") ? UInt64(text.dropFirst(2), radix: 16) : UInt64(text)
                 guard let unsigned else { return nil }
-                return .number(Int64(bitPattern: unsigned), unsigned: unsigned)
+                return .number(Int64(bitPattern: unsigned), unsigned: unsigned, negative: false)
             }
 
             /// A quoted string, its escapes undone.
@@ -371,10 +373,29 @@ enum Babeltrace2Reader {
                     case UInt8(ascii: "b"): bytes.append(0x08)
                     case UInt8(ascii: "f"): bytes.append(0x0c)
                     case UInt8(ascii: "v"): bytes.append(0x0b)
+                    case UInt8(ascii: "x"):
+                        // Another control character: `\x` and two hex digits (`TraceReaderAgreementTests` found it).
+                        var value: UInt8 = 0
+                        var digits = 0
+                        while digits < 2, let hex = peek, let digit = Self.hexDigit(hex) {
+                            value = value << 4 | digit
+                            at += 1
+                            digits += 1
+                        }
+                        bytes.append(digits == 0 ? escaped : value)
                     default: bytes.append(escaped)
                     }
                 }
                 throw TraceToolkitError("\(trace): babeltrace2 printed a string that does not end")
+            }
+
+            static func hexDigit(_ byte: UInt8) -> UInt8? {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+                default: nil
+                }
             }
 
             /// A structure or array value, skipped (strings inside included).
