@@ -182,7 +182,8 @@ static void tokenize(parser *p, const char *text, size_t length) {
     size_t i = 0;
     while (i < length) {
         char c = text[i];
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') { i++; continue; }
+        /* TSDL's white space is these four (babeltrace2's lexer refuses a form feed or a vertical tab too). */
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') { i++; continue; }
         if (c == '/' && i + 1 < length && text[i + 1] == '*') {
             const char *close = memmem(text + i + 2, length - i - 2, "*/", 2);
             if (!close) fail("metadata: comment not closed");
@@ -761,6 +762,9 @@ static void parse_metadata(trace *tr, const char *text, size_t length) {
         uint64_t clock_freq = 1000000000;
         int64_t clock_offset = 0, clock_offset_s = 0;
         char clock_name[100] = "";
+        if (strcmp(block, "trace") != 0 && strcmp(block, "stream") != 0 && strcmp(block, "event") != 0 &&
+            strcmp(block, "clock") != 0 && strcmp(block, "env") != 0 && strcmp(block, "callsite") != 0)
+            fail("metadata line %d: unknown block '%s'", line_of(&p, &p.tokens[p.at - 2]), block);
         if (strcmp(block, "event") == 0) ec = xcalloc(1, sizeof *ec);
         while (!accept(&p, "}")) {
             char key[256];
@@ -805,7 +809,12 @@ static void parse_metadata(trace *tr, const char *text, size_t length) {
                 } else if (strcmp(block, "clock") == 0 && strcmp(key, "name") == 0) {
                     token *n = next(&p);
                     snprintf(clock_name, sizeof clock_name, "%.*s", (int)(n->n < 90 ? n->n : 90), n->s);
-                } else if (strcmp(block, "clock") == 0 && (strcmp(key, "absolute") == 0 || strcmp(key, "uuid") == 0 ||
+                } else if (strcmp(block, "clock") == 0 && strcmp(key, "uuid") == 0) {
+                    unsigned char uuid[16];
+                    token *u = next(&p);
+                    if (u->kind != TK_STRING || !parse_uuid(u->s, u->n, uuid))
+                        fail("metadata line %d: a clock's uuid that is not a UUID", line_of(&p, u));
+                } else if (strcmp(block, "clock") == 0 && (strcmp(key, "absolute") == 0 ||
                                                            strcmp(key, "description") == 0 ||
                                                            strcmp(key, "precision") == 0)) {
                     skip_value(&p);
@@ -1198,26 +1207,12 @@ static int open_packet(stream *s) {
             decode_struct(&c, tr->packet_header, header);
             int magic = find_field(tr->packet_header, "magic");
             if (magic >= 0 && header[magic].u != 0xC1FC1FC1) fail("%s: bad packet magic at byte %" PRIu64, s->path, offset);
-            int uuid = find_field(tr->packet_header, "uuid");
-            if (uuid >= 0 && tr->has_uuid) {
-                /* The uuid array's bytes: 16 bytes at the field's (byte-aligned) position. */
-                uint64_t at = 0;
-                cursor u = {.buf = s->buf, .pos = 0, .end = c.end};
-                value scratch[MAX_FIELDS];
-                for (int i = 0; i < tr->packet_header->nfields; i++) {
-                    const field *f = &tr->packet_header->fields[i];
-                    if (i == uuid) {
-                        align_to(&u, f->t->kind == K_ARRAY ? f->t->elem->align : 8);
-                        at = u.pos;
-                        break;
-                    }
-                    decode_field(&u, f, scratch, i);
-                }
-                if (at % 8 || at / 8 + 16 > first || memcmp(s->buf + at / 8, tr->uuid, 16) != 0)
-                    fail("%s: a packet's UUID is not the trace's", s->path);
-            }
+            /* A packet's UUID is not checked against the trace's: babeltrace2 reads such packets too. */
             int id = find_field(tr->packet_header, "stream_id");
-            if (id >= 0) sc = stream_class_for(tr, header[id].u, 0);
+            if (id >= 0) {
+                sc = stream_class_for(tr, header[id].u, 0);
+                if (!sc) fail("%s: a packet of stream %" PRIu64 ", which the metadata does not declare", s->path, header[id].u);
+            }
         }
         if (!sc) {
             if (tr->stream_count == 1) sc = &tr->streams[0];

@@ -24,8 +24,24 @@ import Testing
         let written = try FlightRecorder.shared.dump(to: folder.path)
         #expect(written >= 200 * 3 + 200 * 2 + 301)
 
+        // Every dispatch of this store whole. The recorder is the process's: another suite's store (the inspector's,
+        // which keeps side effects in flight on purpose) may have dispatches in flight at the dump, and `check` rightly
+        // reports those cut — none may be this store's.
         let checked = try await KatanaTrace.run(["check", folder.path])
-        #expect(checked.status == 0, "\(checked.out)\(checked.err)")
+        let verdict = try #require(try JSONSerialization.jsonObject(with: Data(checked.out.utf8)) as? [String: Any], "\(checked.err)")
+        let problems = verdict["problems"] as? [String] ?? []
+        let dumped = try await KatanaTrace.run(["dump", folder.path])
+        var ours = Set<Int>()
+        for line in dumped.out.split(separator: "\n") {
+            guard let event = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let name = event["name"] as? String, name.hasPrefix("KatanaTraceTests.Bump"), let id = event["id"] as? Int
+            else { continue }
+            ours.insert(id)
+        }
+        let cut = problems.compactMap { $0.firstMatch(of: /^id (\d+):/).flatMap { Int($0.1) } }
+        #expect(checked.status == 0 || (cut.count == problems.count && verdict["problem_count"] as? Int == problems.count
+                                         && ours.isDisjoint(with: cut)), "\(checked.out)\(checked.err)")
+        #expect(ours.count >= 200 * 3 + 301)
         let analyzed = try await KatanaTrace.run(["analyze", "--json", folder.path])
         try #require(analyzed.status == 0, "\(analyzed.err)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(analyzed.out.utf8)) as? [String: Any])
@@ -297,6 +313,9 @@ extension LTTngRecordingTests {
         }
         let small = try await peak(200_000), large = try await peak(2_000_000)
         #expect(small.recorded && large.recorded, "every dispatch recorded, none discarded")
-        #expect(large.rss - small.rss < 8 * 1024, "peak RSS grew from \(small.rss) KB to \(large.rss) KB with 1.8M more recorded dispatches")
+        // 16 MB: under 10 bytes per extra dispatch, where keeping each dispatch's events would take 1.8M × ~60 bytes
+        // (over 100 MB). Tighter (8 MB) failed while other suites loaded the machine: the allocator's arenas and the
+        // pool's threads vary with the run's length, by ~10 MB.
+        #expect(large.rss - small.rss < 16 * 1024, "peak RSS grew from \(small.rss) KB to \(large.rss) KB with 1.8M more recorded dispatches")
     }
 }
