@@ -205,7 +205,8 @@ let package = Package(
         ),
         .testTarget(
             name: "KatanaTraceTests",
-            dependencies: ["Katana", "KatanaTrace", "KatanaTestSupport", "CKatanaTraceProvider", "KatanaFlightRecorder"]
+            dependencies: ["Katana", "KatanaTrace", "KatanaTestSupport", "CKatanaTraceProvider", "KatanaFlightRecorder",
+                           "KatanaTraceToolkit"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -38,19 +38,18 @@ extension AnalysisReport {
                 let buckets = type.serviceDistribution ?? []
                 let peak = buckets.map(\.count).max() ?? 0
                 for bucket in buckets {
-                    let width = peak > 0 ? Int((50 * Double(bucket.count) / Double(peak)).rounded(.toNearestOrEven)) : 0
+                    let width = peak > 0 ? 50 * Double(bucket.count) / Double(peak) : 0
                     lines.append("  \(right(nanoseconds(bucket.fromNs), 9)) – \(right(nanoseconds(bucket.toNs), 9))  "
-                                 + "\(right("\(bucket.count)", 8))  \(String(repeating: "#", count: width))")
+                                 + "\(right("\(bucket.count)", 8))  \(bar(width))")
                 }
             }
         }
         lines.append("")
         lines.append("side effects in flight over time:")
         for slice in parallelismTimeline {
-            let width = Int((slice.meanInFlight * 4).rounded(.toNearestOrEven))
             lines.append("  " + fixed(slice.fromMs, 9, 3) + "–" + fixed(slice.toMs, 9, 3) + " ms  mean "
                          + fixed(slice.meanInFlight, 6, 2) + "  max " + right("\(slice.maxInFlight)", 3) + "  "
-                         + String(repeating: "#", count: width))
+                         + bar(slice.meanInFlight * 4))
         }
         lines.append("")
         lines.append("nesting (parent → child: count):")
@@ -131,4 +130,12 @@ func right(_ text: String, _ width: Int) -> String {
 /// A dispatch's ancestors, nearest first, or "(top level)".
 func chain(_ parents: [AnalysisReport.Ancestor]) -> String {
     parents.isEmpty ? "(top level)" : parents.map { "\($0.name ?? "?") #\($0.id)" }.joined(separator: " ← ")
+}
+
+/// A bar of `length` `#`s, rounded: none for a length that is negative or not a number (a damaged trace's analysis
+/// can give a negative mean — more ends than begins — which once crashed the text report:
+/// `aDamagedTracesTimelineNeverCrashesTheTextReport`), at most 200.
+private func bar(_ length: Double) -> String {
+    guard length.isFinite, length > 0 else { return "" }
+    return String(repeating: "#", count: Int(min(length, 200).rounded(.toNearestOrEven)))
 }

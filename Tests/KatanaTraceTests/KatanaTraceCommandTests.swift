@@ -1,5 +1,6 @@
 import Foundation
 import KatanaTestSupport
+import KatanaTraceToolkit
 import Testing
 
 /// `katana-trace`, the toolkit's SwiftPM-built CLI: its reports against the reference reader, and its answers to
@@ -112,6 +113,20 @@ enum KatanaTrace {
         #expect(outcome.status == 64, "\(arguments): \(outcome.err)")
         #expect(outcome.err.contains(says), "\(arguments): \(outcome.err)")
         #expect(outcome.out.isEmpty)
+    }
+
+    /// A damaged trace's analysis can come out with a timeline slice whose mean is negative (more ends than begins
+    /// in it): the fuzz test's `analyze` (text) once crashed on it ("Negative count not allowed"), drawing its bar.
+    @Test func aDamagedTracesTimelineNeverCrashesTheTextReport() async throws {
+        let analysis = try await KatanaTrace.run(["analyze", "--json", Toolkit.sample])
+        var document = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])
+        var slices = try #require(document["parallelism_timeline"] as? [[String: Any]])
+        slices[0]["mean_in_flight"] = -1.5
+        slices[1]["mean_in_flight"] = 1e300
+        document["parallelism_timeline"] = slices
+        let report = try AnalysisReport.decode(try JSONSerialization.data(withJSONObject: document))
+        let text = report.text(histogram: true)
+        #expect(text.contains("side effects in flight over time:") && text.contains("mean  -1.50"), "\(text.prefix(2000))")
     }
 
     @Test func aMissingTraceIsOneLine() async throws {
