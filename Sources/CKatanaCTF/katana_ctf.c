@@ -689,8 +689,6 @@ typedef struct {
 typedef struct {
     char *dir;
     int be;
-    unsigned char uuid[16];
-    int has_uuid;
     type *packet_header;
     uint64_t freq;
     int64_t offset_s, offset;
@@ -789,8 +787,8 @@ static void parse_metadata(trace *tr, const char *text, size_t length) {
                     p.byte_order_be = tr->be;
                     next(&p);
                 } else if (strcmp(block, "trace") == 0 && strcmp(key, "uuid") == 0 && v->kind == TK_STRING) {
-                    if (!parse_uuid(v->s, v->n, tr->uuid)) fail("metadata: bad trace UUID");
-                    tr->has_uuid = 1;
+                    unsigned char uuid[16]; /* checked, not kept: packets are not held to it (babeltrace2 does not) */
+                    if (!parse_uuid(v->s, v->n, uuid)) fail("metadata: bad trace UUID");
                     next(&p);
                 } else if (strcmp(block, "trace") == 0 && strcmp(key, "major") == 0) {
                     if (expect_number(&p, NULL) != 1) fail("metadata: not CTF 1");
