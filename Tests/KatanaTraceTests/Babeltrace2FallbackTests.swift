@@ -167,6 +167,9 @@ enum Fallback {
         toolkit.arguments = ["export", trace.path, "-o", folder.appendingPathComponent("out.pftrace").path]
         var environment = ProcessInfo.processInfo.environment
         environment["PATH"] = fake.path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        // Not a test of the stall timeout (aStalledBabeltrace2IsStoppedAndSaysSo is): under the TSan suite's load a CI run's
+        // stand-in printed nothing within the default 30 s, and katana-trace rightly gave up on it.
+        environment["KATANA_TRACE_STALL_SECONDS"] = "600"
         toolkit.environment = environment
         toolkit.standardOutput = FileHandle.nullDevice
         // Its standard error in a file, to say why if it ends before the stand-in starts.
@@ -178,7 +181,7 @@ enum Fallback {
         var child: pid_t?
         // Waits for the stand-in to start and print (a bound against a hang, not a timing claim). Generous: under
         // the TSan suite's load on a two-core machine, a quarter of it timed out with nothing wrong.
-        for _ in 0..<1_200 where child == nil && toolkit.isRunning {
+        for _ in 0..<3_000 where child == nil && toolkit.isRunning {
             try await Task.sleep(for: .milliseconds(100))
             if let text = try? String(contentsOf: pidFile, encoding: .utf8), let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)),
                (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8))?.hasPrefix("sleep") == true {
