@@ -676,6 +676,9 @@ struct event_class {
     int slot[16];    /* the analysis' fields: index among the payload's or (+1000) the context's fields */
     int extra[16];   /* the other payload fields (integers, strings) a dump shows */
     int extra_count;
+    /* A field its role needs that the class lacks (NULL: none). Valid CTF — babeltrace2 reads such a trace — so the
+       events are read and a dump shows them; what needs the field (the analysis, a check, an export) refuses them. */
+    const char *missing;
 };
 
 typedef struct {
@@ -1704,9 +1707,8 @@ static void classify(event_class *ec, const stream_class *sc) {
         [EV_INLINE] = {F_ID, F_PARENT_ID, F_NAME, F_PARALLELISM, F_DURATION_NS, F_OUTCOME, -1},
     };
     if (ec->role != EV_OTHER)
-        for (int i = 0; needs[ec->role][i] >= 0; i++)
-            if (ec->slot[needs[ec->role][i]] < 0)
-                fail("event %s has no field '%s'", ec->name, field_names[needs[ec->role][i]]);
+        for (int i = 0; !ec->missing && needs[ec->role][i] >= 0; i++)
+            if (ec->slot[needs[ec->role][i]] < 0) ec->missing = field_names[needs[ec->role][i]];
 }
 
 static const value *get(const stream *s, int f) {
@@ -1720,14 +1722,17 @@ static const type *field_type(const stream *s, int f) {
     return at >= 1000 ? s->sc->event_context->fields[at - 1000].t : s->ec->fields->fields[at].t;
 }
 
+/* The getters of a role's fields give 0 (no value) for a field the class lacks: its events carry `missing`. */
 static uint64_t get_uint(const stream *s, int f) {
     const value *v = get(s, f);
+    if (!v) return 0;
     if (v->kind != K_INT) fail("event %s: field '%s' is not an integer", s->ec->name, field_names[f]);
     return v->u;
 }
 
 static uint32_t get_string(const stream *s, int f) {
     const value *v = get(s, f);
+    if (!v) return 0;
     if (v->kind != K_STRING) fail("event %s: field '%s' is not a string", s->ec->name, field_names[f]);
     return intern(v->s, v->n);
 }
@@ -1735,6 +1740,7 @@ static uint32_t get_string(const stream *s, int f) {
 /* An enum field's label, or the number as text (a plain integer, or a value its enumeration does not label). */
 static uint32_t get_label(const stream *s, int f) {
     const value *v = get(s, f);
+    if (!v) return 0;
     const type *t = field_type(s, f);
     if (v->kind != K_INT) fail("event %s: field '%s' is not an enum", s->ec->name, field_names[f]);
     if (t->nmaps) {
@@ -2096,6 +2102,7 @@ static void on_transition_event(const katana_ctf_event *k, int role) {
 
 /* One katana event, decoded from the trace or handed in (katana_ctf_analyze_events). */
 static void on_event(const katana_ctf_event *k) {
+    if (k->missing) fail("event katana:%s has no field '%s'", k->event, k->missing);
     int role = k->role;
     A.events++;
     if (options.progress_fd >= 0 && A.events % 20000 == 0) {
@@ -2573,6 +2580,7 @@ static uint32_t intern_repeating(repeat_cache *cache, const char *s, size_t n) {
 
 static uint32_t get_string_repeating(const stream *s, int f, repeat_cache *cache) {
     const value *v = get(s, f);
+    if (!v) return 0;
     if (v->kind != K_STRING) fail("event %s: field '%s' is not a string", s->ec->name, field_names[f]);
     return intern_repeating(cache, v->s, v->n);
 }
@@ -2593,7 +2601,8 @@ static void deliver_event(const stream *s, void *context) {
     if (reading->stopped || !ec->katana) return;
     reading->events++;
     delivered++;
-    katana_ctf_event e = {.role = ec->role, .event = ec->name + 7, .event_id = ec->label, .timestamp_ns = s->ts};
+    katana_ctf_event e = {.role = ec->role, .event = ec->name + 7, .event_id = ec->label, .timestamp_ns = s->ts,
+                          .missing = ec->missing};
     switch (ec->role) {
     case EV_ENQUEUE: case EV_BEGIN: case EV_END: case EV_BUDGET: case EV_INLINE:
         e.id = get_uint(s, F_ID);
@@ -2612,13 +2621,14 @@ static void deliver_event(const stream *s, void *context) {
     default:
         break;
     }
-    if (ec->role == EV_ENQUEUE || ec->role == EV_BEGIN || ec->role == EV_INLINE || ec->role == EV_INTERVAL_BEGIN) {
+    if ((ec->role == EV_ENQUEUE || ec->role == EV_BEGIN || ec->role == EV_INLINE || ec->role == EV_INTERVAL_BEGIN)
+        && ec->slot[F_PARENT_ID] >= 0) {
         e.parent_id = get_uint(s, F_PARENT_ID);
         e.has_parent_id = 1;
     }
     if (ec->role == EV_ENQUEUE || ec->role == EV_BEGIN || (ec->role == EV_END && ec->slot[F_QUEUE] >= 0))
         e.queue_id = get_label(s, F_QUEUE);
-    if (ec->role == EV_BEGIN || ec->role == EV_INLINE) {
+    if ((ec->role == EV_BEGIN || ec->role == EV_INLINE) && ec->slot[F_PARALLELISM] >= 0) {
         e.parallelism = (int64_t)get_uint(s, F_PARALLELISM);
         e.has_parallelism = 1;
     }
@@ -2641,7 +2651,9 @@ static void deliver_event(const stream *s, void *context) {
         *x = (katana_ctf_field){.name = f->name, .is_signed = f->t->is_signed, .value = v->u};
         if (v->kind == K_STRING) {
             x->is_text = 1;
-            x->text = strings[intern(v->s, v->n)].s;
+            /* Interned first: `intern` may move `strings`, which `strings[intern(…)]` could read before the call. */
+            uint32_t id = intern(v->s, v->n);
+            x->text = strings[id].s;
         } else if (f->t->nmaps) {
             mapping *m = enum_label(f->t, v->u);
             if (m) {

@@ -217,8 +217,10 @@ enum Babeltrace2Reader {
             }
             events += 1
             let (role, needs) = Self.roles[eventName] ?? (.other, [])
-            for field in needs where values[field.rawValue] == nil {
-                throw TraceToolkitError("\(trace): event katana:\(eventName) has no field '\(field.key)'")
+            // A field the role needs and the event lacks: shown as it is when the read takes the payload (a dump).
+            let missing = needs.first { values[$0.rawValue] == nil }
+            if let missing, !payload {
+                throw TraceToolkitError("\(trace): event katana:\(eventName) has no field '\(missing.key)'")
             }
             func number(_ field: Field) -> UInt64? {
                 if case .number(_, let unsigned, _) = values[field.rawValue] { return unsigned }
@@ -252,6 +254,7 @@ enum Babeltrace2Reader {
                 actualNanoseconds: number(.actual) ?? 0, vpid: signed(.vpid), vtid: signed(.vtid),
                 procname: text(.procname), nameID: id(name), queueID: id(queue), outcomeID: id(outcome), kindID: id(kind),
                 procnameID: id(text(.procname)))
+            event.missingField = missing?.key
             event.payload = others.filter { $0.group == scanner.group }.map { other in
                 let value: TraceEvent.PayloadField.Value = switch other.value {
                 case .text(let text): .text(text)

@@ -72,6 +72,11 @@ public struct TraceEvent: Sendable {
     /// The event's other payload fields, in their declared order — only when the read asked for them.
     public var payload: [PayloadField] = []
 
+    /// A field the event's role needs that the trace's metadata does not declare for it (renamed, or left out): the
+    /// trace is valid CTF, so a read that asks for the payload (`dump`) gets the event as it is, with that field
+    /// absent; any other read refuses the trace, naming the field.
+    public var missingField: String?
+
     /// Whether it is a side effect's event (enqueue, begin or end).
     public var isSideEffect: Bool { kind == "side_effect" }
 
@@ -155,16 +160,16 @@ public enum EventStream {
             return try Babeltrace2Reader.read(trace: trace, declined: nil, progress: label, payload: payload, body)
         }
         return try withoutActuallyEscaping(body) { (body) throws(TraceToolkitError) -> UInt64 in
-            let reading = Reading(body: body, progress: label.flatMap { ProgressLine($0) }, payload: payload)
+            let reading = Reading(trace: trace, body: body, progress: label.flatMap { ProgressLine($0) }, payload: payload)
             var discarded: UInt64 = 0
             var error = [CChar](repeating: 0, count: 1024)
             let status = withExtendedLifetime(reading) {
                 katana_ctf_read(trace, { event, context in
-                    Unmanaged<Reading>.fromOpaque(context!).takeUnretainedValue().take(event!.pointee)
-                    return 0
+                    Unmanaged<Reading>.fromOpaque(context!).takeUnretainedValue().take(event!.pointee) ? 0 : 1
                 }, Unmanaged.passUnretained(reading).toOpaque(), &discarded, &error, error.count)
             }
             reading.progress?.end()
+            if let refused = reading.refused { throw refused }
             let message = NativeReader.message(error)
             if status == 4 {
                 guard reader == .auto else { throw NativeReader.declinedError(message) }
@@ -177,16 +182,20 @@ public enum EventStream {
 
     /// The state of one read: the consumer, the converted strings, the progress line.
     private final class Reading {
+        let trace: String
         let body: (TraceEvent) -> Void
         let progress: ProgressLine?
         let payload: Bool
         var events: UInt64 = 0
+        /// Why the read stopped: an event that lacks a field its role needs, in a read that does not take the payload.
+        var refused: TraceToolkitError?
         /// The reader's strings by their id (dense, small): each is converted once.
         var strings: [String?] = []
         /// Field names and texts of the payload by their address (the reader keeps them for good).
         var texts: [UnsafePointer<CChar>: String] = [:]
 
-        init(body: @escaping (TraceEvent) -> Void, progress: ProgressLine?, payload: Bool) {
+        init(trace: String, body: @escaping (TraceEvent) -> Void, progress: ProgressLine?, payload: Bool) {
+            self.trace = trace
             self.body = body
             self.progress = progress
             self.payload = payload
@@ -211,7 +220,13 @@ public enum EventStream {
 
         static func role(_ raw: Int32) -> TraceEvent.Role { TraceEvent.Role(ctf: raw) }
 
-        func take(_ raw: katana_ctf_event) {
+        /// Hands the event on; false (stop reading) for an event lacking a field its role needs, unless the read
+        /// takes the payload (a dump shows such events as they are).
+        func take(_ raw: katana_ctf_event) -> Bool {
+            if let missing = raw.missing, !payload {
+                refused = TraceToolkitError("\(trace): event katana:\(String(cString: raw.event)) has no field '\(String(cString: missing))'")
+                return false
+            }
             events += 1
             if let progress, events % UInt64(KATANA_CTF_PROGRESS_EVERY) == 0 { progress.show(events: events) }
             var event = TraceEvent(
@@ -238,7 +253,9 @@ public enum EventStream {
                     return TraceEvent.PayloadField(name: self.text(field.name), value: value)
                 }
             }
+            if let missing = raw.missing { event.missingField = String(cString: missing) }
             body(event)
+            return true
         }
     }
 }

@@ -104,6 +104,15 @@ enum ReaderAgreement {
         var status: Int32
         var out: String
         var err: String
+        /// babeltrace2 logged an error (or fatal) line: it found damage, even when it ended with status 0 having
+        /// dropped what it could not decode (seed 20208: an event cut by its packet's end, the rest read). katana-trace
+        /// refuses such a trace rather than lose the event without a word.
+        var loggedAnError: Bool {
+            err.split(separator: "\n").contains { line in
+                let words = line.split(separator: " ", omittingEmptySubsequences: true)
+                return words.count > 4 && (words[4] == "E" || words[4] == "F")
+            }
+        }
         /// It ran past its bound (`timeout` stopped it: with SIGTERM, or SIGKILL when that was not enough —
         /// babeltrace2 spinning on a cut metadata packet does not end on SIGTERM).
         var timedOut: Bool { status == 124 || status == 137 }
@@ -127,7 +136,7 @@ enum ReaderAgreement {
         if reference.timedOut {
             return dump.status == 2 ? nil : "seed \(seed) (\(damage)): babeltrace2 never ended; katana-trace dump ended with \(dump.status)"
         }
-        if reference.status == 0 {
+        if reference.status == 0 && !reference.loggedAnError {
             let expected = reference.out.split(separator: "\n").filter { $0.contains(" katana:") }.count
             guard dump.status == 0 else {
                 return "seed \(seed) (\(damage)): babeltrace2 read \(expected) events; katana-trace refused: \(dump.err.prefix(300))"
@@ -139,13 +148,21 @@ enum ReaderAgreement {
             // Field for field, against babeltrace2's own decoding (events tied on a timestamp may come in either order).
             let decoded = try await run([tool, "dump", "--reader", "babeltrace2", copy.path], bound: 60)
             let theirs = decoded.out.split(separator: "\n").filter { !$0.contains("\"_summary\"") }
+            if decoded.status == 0, read.sorted() != theirs.sorted(), read.contains(where: { $0.contains(#""procname": """#) }),
+               read.map(withoutProcname).sorted() == theirs.map(withoutProcname).sorted() {
+                // babeltrace2 2.0's defect, not ours (campaign seed 30009): a text array whose first byte is NUL is ""
+                // in CTF, which katana-trace reads; babeltrace2 shows it as "" for some events and for others as the
+                // value its recycled string field held before (one byte set to 0 at 23 places of a recording's
+                // procnames: "" at 8 of them, the previous event's procname at 15).
+                return nil
+            }
             if decoded.status != 0 || read.sorted() != theirs.sorted() {
                 let first = zip(read.sorted(), theirs.sorted()).first { $0 != $1 }
                 return "seed \(seed) (\(damage)): the events differ from babeltrace2's: \(first.map { "\($0.0.prefix(200)) vs \($0.1.prefix(200))" } ?? decoded.err)"
             }
             return nil
         }
-        // Refused by the reference: refused here too, in one line, and no report.
+        // Refused by the reference (or read with an error it logged): refused here too, in one line, and no report.
         let analysis = try await run([tool, "analyze", copy.path], bound: 60)
         let lines = analysis.err.split(separator: "\n")
         if analysis.status != 2 || !analysis.out.isEmpty || lines.count != 1 || !lines[0].hasPrefix("katana-trace: ") {
@@ -153,6 +170,11 @@ enum ReaderAgreement {
         }
         if dump.status != 2 { return "seed \(seed) (\(damage)): babeltrace2 refused it; katana-trace dump ended with \(dump.status)" }
         return nil
+    }
+
+    /// A dump line without its `procname`.
+    static func withoutProcname(_ line: Substring) -> String {
+        String(line.replacing(#/"procname": "(?:[^"\\]|\\.)*", /#, with: ""))
     }
 
     /// Runs `seeds` on `trace`, two at a time; returns every disagreement.
@@ -194,11 +216,14 @@ struct TraceReaderAgreementTests {
     /// the same copy every time.
     @Test func katanaTraceReadsWhatBabeltrace2ReadsOfADamagedFlightRecorderDump() async throws {
         let dump = Paths.packageRoot.appendingPathComponent("traces/sample-flight-recorder")
-        // Seeds that once disagreed on it: 20003 (a bit flipped in an event's full 64-bit timestamp, taking it back in
+        // Seeds that once disagreed on it: 20208 (an event cut by its packet's end: babeltrace2 logs an error, drops the
+        // event and ends with status 0; refused here), 20483 (`_name` cut to `_na` in an event class: babeltrace2 reads
+        // it; dump refused it, then crashed on it — a read of the string table while interning moved it; now it dumps
+        // the events with the field as `na`, and analysis refuses them, naming `name`), 20003 (a bit flipped in an event's full 64-bit timestamp, taking it back in
         // time: read as it was; babeltrace2 refuses a stream whose timestamps go back).
         // 20127 and 20471 (a packet's stream id damaged: read as the one stream class's; babeltrace2 refuses a
         // stream the metadata does not declare), 20451 (a packet's UUID damaged).
-        let seeds = ReaderAgreement.seeds([20_003, 20_127, 20_451, 20_471] + (1...UInt64(max(1, ReaderAgreement.cases / 3))).map { 20_000 + $0 })
+        let seeds = ReaderAgreement.seeds([20_003, 20_127, 20_208, 20_451, 20_471, 20_483] + (1...UInt64(max(1, ReaderAgreement.cases / 3))).map { 20_000 + $0 })
         let found = try await ReaderAgreement.disagreements(on: dump, seeds: seeds)
         #expect(found.isEmpty, "\(found.count) of \(seeds.count) cases disagree:\n\(found.prefix(10).joined(separator: "\n"))")
     }

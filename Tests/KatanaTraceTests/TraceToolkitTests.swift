@@ -368,6 +368,36 @@ struct TraceToolkitTests {
                 "\(command): \(outcome.err)")
     }
 
+    /// The same trace is valid CTF, which babeltrace2 reads: `dump` shows its events as they are — the renamed field
+    /// among the others, the missing one absent — with either reader, the same lines (it once refused the trace, then
+    /// crashed on a flight-recorder dump of the kind: reader agreement seed 20483).
+    @Test(.enabled(if: Fallback.babeltrace2Installed || LTTngEnvironment.underCI, "needs babeltrace2 (scripts/setup-system.sh)"))
+    func aTraceMissingAFieldIsDumpedAsItIs() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("renamed-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: root.path)
+        let metadata = root.appendingPathComponent("ust/uid/0/64-bit/metadata")
+        var bytes = [UInt8](try Data(contentsOf: metadata))
+        let from = Array("_name;".utf8), to = Array("_nbme;".utf8)
+        var renamed = 0
+        for index in 0...(bytes.count - from.count) where Array(bytes[index..<index + from.count]) == from {
+            bytes.replaceSubrange(index..<index + from.count, with: to)
+            renamed += 1
+        }
+        try #require(renamed > 0)
+        try Data(bytes).write(to: metadata)
+        let native = try await KatanaTrace.run(["dump", "--reader", "native", root.path])
+        let reference = try await KatanaTrace.run(["dump", "--reader", "babeltrace2", root.path])
+        #expect(native.status == 0 && native.err.isEmpty, "\(native.err)")
+        #expect(reference.status == 0, "\(reference.err)")
+        let ours = native.out.split(separator: "\n"), theirs = reference.out.split(separator: "\n")
+        let original = try await KatanaTrace.run(["dump", Toolkit.sample]).out.split(separator: "\n")
+        #expect(ours.count == original.count && ours.count > 1000)
+        #expect(ours.sorted() == theirs.sorted())
+        let enqueues = ours.filter { $0.contains(#""event": "dispatch_enqueue""#) }
+        #expect(!enqueues.isEmpty && enqueues.allSatisfy { $0.contains(#""nbme": ""#) && !$0.contains(#""name": ""#) })
+    }
+
     @Test func badInputIsAClearErrorWithExitStatusTwo() async throws {
         let empty = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-trace-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)

@@ -78,6 +78,9 @@ typedef struct katana_ctf_event {
     /* The event's other payload fields, in their declared order (valid during the handler's call only). */
     const katana_ctf_field *extra;
     int extra_count;
+    /* A field the event's role needs that its class does not declare (NULL: none): valid CTF, read and dumped as it
+       is (the field absent, 0 above), but nothing can be analysed from it. The analysis refuses such an event. */
+    const char *missing;
 } katana_ctf_event;
 
 /* How many string ids there are so far (ids are below it). */
