@@ -2618,9 +2618,17 @@ static void deliver_event(const stream *s, void *context) {
         e.id = get_uint(s, F_TRANSITION_ID);
         e.name_id = get_string(s, F_NAME);
         break;
-    default:
+    default: {
+        /* An event of the provider the analysis does not know (a renamed one, a newer one): its name, kind and
+           outcome as they are, as babeltrace2's reader gives them (`dump` shows them). */
+        const value *v = get(s, F_NAME);
+        if (v && v->kind == K_STRING) e.name_id = intern(v->s, v->n);
+        if ((v = get(s, F_KIND)) && v->kind == K_INT) e.kind_id = get_label(s, F_KIND);
         break;
     }
+    }
+    if (ec->role == EV_OTHER && (get(s, F_OUTCOME) ? get(s, F_OUTCOME)->kind == K_INT : 0))
+        e.outcome_id = get_label(s, F_OUTCOME);
     if ((ec->role == EV_ENQUEUE || ec->role == EV_BEGIN || ec->role == EV_INLINE || ec->role == EV_INTERVAL_BEGIN)
         && ec->slot[F_PARENT_ID] >= 0) {
         e.parent_id = get_uint(s, F_PARENT_ID);

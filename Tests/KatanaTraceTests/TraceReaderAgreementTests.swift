@@ -148,12 +148,11 @@ enum ReaderAgreement {
             // Field for field, against babeltrace2's own decoding (events tied on a timestamp may come in either order).
             let decoded = try await run([tool, "dump", "--reader", "babeltrace2", copy.path], bound: 60)
             let theirs = decoded.out.split(separator: "\n").filter { !$0.contains("\"_summary\"") }
-            if decoded.status == 0, read.sorted() != theirs.sorted(), read.contains(where: { $0.contains(#""procname": """#) }),
-               read.map(withoutProcname).sorted() == theirs.map(withoutProcname).sorted() {
-                // babeltrace2 2.0's defect, not ours (campaign seed 30009): a text array whose first byte is NUL is ""
-                // in CTF, which katana-trace reads; babeltrace2 shows it as "" for some events and for others as the
-                // value its recycled string field held before (one byte set to 0 at 23 places of a recording's
-                // procnames: "" at 8 of them, the previous event's procname at 15).
+            if decoded.status == 0, read.sorted() != theirs.sorted(), differOnlyByEmptiedText(read, theirs) {
+                // babeltrace2 2.0's defect, not ours (campaign seed 30009, seed 40028): a text array or sequence whose
+                // first byte is NUL is "" in CTF, which katana-trace reads; babeltrace2 shows it as "" for some events
+                // and for others as the value its recycled string field held before (one byte set to 0 at 23 places
+                // of a recording's procnames: "" at 8 of them, the previous event's procname at 15).
                 return nil
             }
             if decoded.status != 0 || read.sorted() != theirs.sorted() {
@@ -172,9 +171,32 @@ enum ReaderAgreement {
         return nil
     }
 
-    /// A dump line without its `procname`.
-    static func withoutProcname(_ line: Substring) -> String {
-        String(line.replacing(#/"procname": "(?:[^"\\]|\\.)*", /#, with: ""))
+    /// Whether two dumps hold the same events (paired by event, timestamp and thread) and where a field differs,
+    /// ours is the empty string.
+    static func differOnlyByEmptiedText(_ ours: [Substring], _ theirs: [Substring]) -> Bool {
+        func objects(_ lines: [Substring]) -> [[String: AnyHashable]] {
+            lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: AnyHashable] }
+        }
+        func key(_ object: [String: AnyHashable]) -> String {
+            ["event", "ts", "vtid"].map { object[$0].map { "\($0)" } ?? "-" }.joined(separator: " ")
+        }
+        let mine = objects(ours), other = objects(theirs)
+        guard mine.count == ours.count, other.count == theirs.count, mine.count == other.count else { return false }
+        var byKey: [String: [[String: AnyHashable]]] = [:]
+        for object in other { byKey[key(object), default: []].append(object) }
+        var emptied = 0
+        for object in mine {
+            guard var candidates = byKey[key(object)], !candidates.isEmpty else { return false }
+            let match = candidates.firstIndex { candidate in
+                Set(candidate.keys) == Set(object.keys)
+                    && object.allSatisfy { field in candidate[field.key] == field.value || field.value == AnyHashable("") }
+            }
+            guard let match else { return false }
+            if candidates[match] != object { emptied += 1 }
+            candidates.remove(at: match)
+            byKey[key(object)] = candidates
+        }
+        return emptied > 0
     }
 
     /// Runs `seeds` on `trace`, two at a time; returns every disagreement.
@@ -227,12 +249,25 @@ struct TraceReaderAgreementTests {
         let found = try await ReaderAgreement.disagreements(on: dump, seeds: seeds)
         #expect(found.isEmpty, "\(found.count) of \(seeds.count) cases disagree:\n\(found.prefix(10).joined(separator: "\n"))")
     }
+
+    /// The same on a recording `katana-trace record` made (`traces/sample-record`: LTTng's packet headers and
+    /// packetized metadata, two streams, the `procname` context the sample lacks), kept so that a seed makes the same
+    /// copy every time.
+    @Test func katanaTraceReadsWhatBabeltrace2ReadsOfADamagedRecordingKept() async throws {
+        let recording = Paths.packageRoot.appendingPathComponent("traces/sample-record")
+        // Seeds that once disagreed on it: 40028 (a type's name sequence begun with NUL: babeltrace2's stale text,
+        // see `disagreement`), 40055 (`interval_end` misspelt in the metadata: the event's name and outcome were left
+        // out of its dump; babeltrace2 shows them).
+        let seeds = ReaderAgreement.seeds(Array(Set([40_028, 40_055] + (1...UInt64(ReaderAgreement.cases)).map { 40_000 + $0 })).sorted())
+        let found = try await ReaderAgreement.disagreements(on: recording, seeds: seeds)
+        #expect(found.isEmpty, "\(found.count) of \(seeds.count) cases disagree:\n\(found.prefix(10).joined(separator: "\n"))")
+    }
 }
 
 /// The same on a fresh LTTng recording (several streams, packetized metadata, LTTng's own headers, the procname
 /// context): a new recording each run, so a seed does not make the same copy twice — a campaign's test
-/// (`KATANA_AGREEMENT_RECORDING=1`), not the suite's, which must give the same verdict every run. Part of the
-/// serialized recording suite.
+/// (`KATANA_AGREEMENT_RECORDING=1`), not the suite's, which must give the same verdict every run (the suite damages
+/// `traces/sample-record`, one such recording kept). Part of the serialized recording suite.
 extension LTTngRecordingTests {
     @Test(.enabled(if: ProcessInfo.processInfo.environment["KATANA_AGREEMENT_RECORDING"] != nil,
                    "a campaign's test: KATANA_AGREEMENT_RECORDING=1 runs it"))
