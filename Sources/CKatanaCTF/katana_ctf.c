@@ -174,6 +174,7 @@ typedef struct {
     size_t count, capacity, at;
     int depth;
     int byte_order_be;  /* the trace's */
+    char clock_name[100]; /* the clock declared so far ("": none), which an integer's `map` must name */
 } parser;
 
 static void tokenize(parser *p, const char *text, size_t length) {
@@ -398,8 +399,15 @@ static type *parse_integer_body(parser *p) {
             else if (is(v, "native")) t->be = p->byte_order_be;
             else fail("metadata: unknown byte order");
         } else if (strcmp(key, "map") == 0) {
+            /* `clock.NAME.value`, NAME a clock declared before it: babeltrace2 refuses any other. */
             t->clock = 1;
-            skip_value(p);
+            token *at = peek(p), *name = NULL;
+            if (!(is(next(p), "clock") && accept(p, ".") && (name = next(p))->kind == TK_IDENT && accept(p, ".") &&
+                  is(next(p), "value")))
+                fail("metadata line %d: `map` must be clock.NAME.value", line_of(p, at));
+            if (!p->clock_name[0] || strlen(p->clock_name) != name->n || memcmp(p->clock_name, name->s, name->n) != 0)
+                fail("metadata line %d: `map` names clock '%.*s', which is not declared before it", line_of(p, at),
+                     (int)(name->n > 40 ? 40 : name->n), name->s);
         } else if (strcmp(key, "encoding") == 0) {
             token *v = next(p);
             if (is(v, "none") || is(v, "NONE")) t->text = 0;
@@ -772,14 +780,17 @@ static void parse_metadata(trace *tr, const char *text, size_t length) {
             parse_key(&p, key, sizeof key);
             if (accept(&p, ":=")) {
                 type *t = parse_type(&p);
+                int known = 1;
                 if (strcmp(block, "trace") == 0 && strcmp(key, "packet.header") == 0) tr->packet_header = t;
                 else if (strcmp(block, "stream") == 0 && strcmp(key, "event.header") == 0) scratch.header = t;
                 else if (strcmp(block, "stream") == 0 && strcmp(key, "packet.context") == 0) scratch.packet_context = t;
                 else if (strcmp(block, "stream") == 0 && strcmp(key, "event.context") == 0) scratch.event_context = t;
                 else if (ec && strcmp(key, "fields") == 0) ec->fields = t;
                 else if (ec && strcmp(key, "context") == 0) ec->context = t;
+                /* An event's or stream's declaration CTF does not define: babeltrace2 warns and reads on. */
+                else if (ec || strcmp(block, "stream") == 0) known = 0;
                 else fail("metadata: unknown declaration %s.%s", block, key);
-                if (t->kind != K_STRUCT) fail("metadata: %s.%s is not a structure", block, key);
+                if (known && t->kind != K_STRUCT) fail("metadata: %s.%s is not a structure", block, key);
             } else {
                 expect(&p, "=");
                 token *v = peek(&p);
@@ -844,6 +855,7 @@ static void parse_metadata(trace *tr, const char *text, size_t length) {
         if (strcmp(block, "clock") == 0) {
             if (tr->has_clock) decline("metadata: more than one clock is not read here");
             tr->has_clock = 1;
+            snprintf(p.clock_name, sizeof p.clock_name, "%s", clock_name);
             tr->freq = clock_freq;
             tr->offset = clock_offset;
             tr->offset_s = clock_offset_s;
@@ -1160,6 +1172,28 @@ typedef struct {
 
 static uint64_t discarded_events;
 
+/* A read of a time range (katana_ctf_set_range): once every stream's first event is known, packets that end before
+   `from` are skipped without reading their events, and the read ends at the first event after `to`. */
+static struct {
+    int has_from, has_to;
+    double from_s, to_s;
+    int active;              /* set once the streams' first events are read: `from_ns` and `to_ns` hold */
+    int64_t from_ns, to_ns;  /* absolute */
+    uint64_t skipped_packets, skipped_bytes;
+} range;
+
+void katana_ctf_set_range(int has_from, double from_s, int has_to, double to_s) {
+    range.has_from = has_from;
+    range.from_s = from_s;
+    range.has_to = has_to;
+    range.to_s = to_s;
+}
+
+void katana_ctf_skipped(uint64_t *packets, uint64_t *bytes) {
+    *packets = range.skipped_packets;
+    *bytes = range.skipped_bytes;
+}
+
 static int64_t to_ns(const trace *tr, uint64_t cycles) {
     __int128 ns;
     if (tr->freq == 1000000000) ns = (__int128)cycles;
@@ -1254,6 +1288,15 @@ static int open_packet(stream *s) {
             fail("%s: packet at byte %" PRIu64 " has sizes that do not add up (content %" PRIu64 " bits, packet %" PRIu64
                  " bits, %" PRIu64 " bytes left in the file)", s->path, offset, content, packet, left);
         if (packet == 0) fail("%s: an empty packet", s->path);
+        if (range.active && range.has_from && s->has_packet_end && to_ns(tr, s->packet_end) < range.from_ns) {
+            /* Wholly before the range: its header was checked, its events are not read. */
+            range.skipped_packets++;
+            range.skipped_bytes += packet / 8;
+            s->last_clock = s->packet_end;
+            s->next_packet = offset + packet / 8;
+            s->packets++;
+            continue;
+        }
         uint64_t header_bits = c.pos;
         read_exact(s, offset, (size_t)((content + 7) / 8));
         s->c = (cursor){.buf = s->buf, .pos = header_bits, .end = content, .clock = c.clock};
@@ -2528,6 +2571,9 @@ static void intern_labels(void) {
     inline_queue_label = intern("updater_inline", 14);
 }
 
+/* Set when the consumer wants no more events: the read ends there. */
+static int read_stopped;
+
 /* Finds the traces under `root` and hands every event of them to `each`, merged by timestamp. */
 static void read_all(const char *root, void (*each)(const stream *s, void *context), void *context) {
     trace_root = root;
@@ -2543,9 +2589,21 @@ static void read_all(const char *root, void (*each)(const stream *s, void *conte
     for (size_t i = 0; i < stream_count; i++)
         if (next_event(streams[i])) heap[n++] = streams[i];
     for (size_t i = n / 2; i-- > 0;) sift(heap, n, i);
-    while (n) {
+    if (n && (range.has_from || range.has_to)) {
+        /* The range is in seconds after the trace's first event: the earliest of the streams' first events. */
+        int64_t origin = heap[0]->ts;
+        long double from = (long double)origin + (long double)range.from_s * 1e9L;
+        long double to = (long double)origin + (long double)range.to_s * 1e9L;
+        range.from_ns = from > (long double)INT64_MAX ? INT64_MAX : from < (long double)INT64_MIN ? INT64_MIN : (int64_t)from;
+        range.to_ns = to > (long double)INT64_MAX ? INT64_MAX : to < (long double)INT64_MIN ? INT64_MIN : (int64_t)to;
+        range.active = 1;
+    }
+    while (n && !read_stopped) {
         stream *s = heap[0];
+        /* The first event past the range is handed on too: it tells the consumer the range is over. */
+        int last = range.active && range.has_to && s->ts > range.to_ns;
         each(s, context);
+        if (last) break;
         if (!next_event(s)) heap[0] = heap[--n];
         sift(heap, n, 0);
     }
@@ -2678,7 +2736,7 @@ static void deliver_event(const stream *s, void *context) {
     e.queue = label_text(e.queue_id);
     e.outcome = label_text(e.outcome_id);
     e.procname = label_text(e.procname_id);
-    if (reading->handler(&e, reading->context) != 0) reading->stopped = 1;
+    if (reading->handler(&e, reading->context) != 0) reading->stopped = read_stopped = 1;
 }
 
 /* The entry points' failure: the message in `error`, and 4 when the reader declined a sound construct, else 3. */

@@ -19,7 +19,7 @@ enum Babeltrace2Reader {
     /// for, and no note is printed). Standard error gets one line either way: the note once babeltrace2 has read the
     /// trace, or the error, which then says why the package's reader passed the trace on.
     static func read(trace: String, declined: String?, progress label: String?, payload: Bool = false,
-                     _ body: (TraceEvent) -> Void)
+                     stop: (() -> Bool)? = nil, _ body: (TraceEvent) -> Void)
         throws(TraceToolkitError) -> UInt64
     {
         guard let babeltrace = Recorder.which("babeltrace2") else {
@@ -28,7 +28,7 @@ enum Babeltrace2Reader {
         }
         let discarded: UInt64
         do throws(TraceToolkitError) {
-            discarded = try read(trace: trace, babeltrace: babeltrace, progress: label, payload: payload, body)
+            discarded = try read(trace: trace, babeltrace: babeltrace, progress: label, payload: payload, stop: stop, body)
         } catch {
             guard let declined else { throw error }
             throw TraceToolkitError("\(error.description) (read by babeltrace2: \(declined))")
@@ -40,7 +40,7 @@ enum Babeltrace2Reader {
     }
 
     private static func read(trace: String, babeltrace: String, progress label: String?, payload: Bool,
-                             _ body: (TraceEvent) -> Void)
+                             stop: (() -> Bool)?, _ body: (TraceEvent) -> Void)
         throws(TraceToolkitError) -> UInt64
     {
         // babeltrace2's convert command takes no `--`: a path that looks like an option gets a `./`.
@@ -54,6 +54,7 @@ enum Babeltrace2Reader {
         var errors: [String] = []
         var discarded: UInt64 = 0
         var failure: TraceToolkitError?
+        var stopped = false
         do throws(TraceToolkitError) {
             try child.lines { stream, line in
                 if stream == .output {
@@ -61,6 +62,10 @@ enum Babeltrace2Reader {
                         if let event = try parser.parse(line) {
                             body(event)
                             if let progress, parser.events % UInt64(1 << 17) == 0 { progress.show(events: parser.events) }
+                            if let stop, stop() {
+                                stopped = true
+                                return false
+                            }
                         }
                     } catch {
                         failure = error
@@ -79,6 +84,7 @@ enum Babeltrace2Reader {
         }
         let status = child.wait()
         if let failure { throw failure }
+        if stopped { return discarded }
         if status.signal != 0 {
             throw TraceToolkitError("\(trace): not a readable CTF trace (babeltrace2 ended with signal \(status.signal): damaged metadata or data streams)")
         }

@@ -138,6 +138,27 @@ public struct DumpLines {
         if out.count >= 1 << 16 { flush() }
     }
 
+    /// Which events a dump with windows keeps: those within one (an inline updater's whole run overlapping one).
+    public struct Selection {
+        private var windows: [ClosedRange<Int64>]
+        private var origin: Int64?
+
+        /// `windows`: seconds after the trace's first event, ascending and disjoint.
+        public init(windows: [ClosedRange<Double>]) {
+            self.windows = windows.map { Export.nanosecondsAfterOrigin($0.lowerBound)...Export.nanosecondsAfterOrigin($0.upperBound) }
+        }
+
+        public mutating func takes(_ event: TraceEvent) -> Bool {
+            let duration = event.role == .updaterInline ? Int64(clamping: event.durationNanoseconds) : 0
+            let starts = event.timestamp >= duration ? event.timestamp - duration : 0
+            let origin = self.origin ?? starts  // the first event's (as the windows' origin is)
+            self.origin = origin
+            let from = starts.subtractingReportingOverflow(origin), to = event.timestamp.subtractingReportingOverflow(origin)
+            guard !from.overflow, !to.overflow else { return false }
+            return windows.contains { $0.lowerBound <= to.partialValue && from.partialValue <= $0.upperBound }
+        }
+    }
+
     /// Writes the summary line and flushes.
     public mutating func finish(discarded: UInt64) {
         out.append(Array("{\"count\": \(count), \"discarded\": \(discarded), \"event\": \"_summary\"}\n".utf8))

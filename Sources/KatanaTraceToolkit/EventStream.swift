@@ -152,17 +152,25 @@ public enum EventStream {
     /// terminal. A trace the native reader declines (a sound construct it does not know) is read by babeltrace2
     /// when it is installed (a note on standard error says so), else the error says what to install; `reader` chooses
     /// one reader instead.
+    ///
+    /// `from` and `to` (seconds after the trace's first event) let the native reader skip what lies outside them:
+    /// packets that end before `from` are not decoded, and the read ends after `to`. Events outside may still come
+    /// (a packet reaching into the range brings its earlier events): `body` filters. The read ends early (without
+    /// an error) once `stop`, asked after each event, says so.
     public static func read(
         trace: String, reader: TraceReader = .auto, progress label: String? = nil, payload: Bool = false,
-        _ body: (TraceEvent) -> Void
+        from: Double? = nil, to: Double? = nil, stop: (() -> Bool)? = nil, _ body: (TraceEvent) -> Void
     ) throws(TraceToolkitError) -> UInt64 {
         if reader == .babeltrace2 {
-            return try Babeltrace2Reader.read(trace: trace, declined: nil, progress: label, payload: payload, body)
+            return try Babeltrace2Reader.read(trace: trace, declined: nil, progress: label, payload: payload, stop: stop, body)
         }
         return try withoutActuallyEscaping(body) { (body) throws(TraceToolkitError) -> UInt64 in
-            let reading = Reading(trace: trace, body: body, progress: label.flatMap { ProgressLine($0) }, payload: payload)
+          try withoutActuallyEscaping(stop ?? { false }) { (stop) throws(TraceToolkitError) -> UInt64 in
+            let reading = Reading(trace: trace, body: body, progress: label.flatMap { ProgressLine($0) }, payload: payload,
+                                  stop: stop)
             var discarded: UInt64 = 0
             var error = [CChar](repeating: 0, count: 1024)
+            katana_ctf_set_range(from == nil ? 0 : 1, from ?? 0, to == nil ? 0 : 1, to ?? 0)
             let status = withExtendedLifetime(reading) {
                 katana_ctf_read(trace, { event, context in
                     Unmanaged<Reading>.fromOpaque(context!).takeUnretainedValue().take(event!.pointee) ? 0 : 1
@@ -173,10 +181,12 @@ public enum EventStream {
             let message = NativeReader.message(error)
             if status == 4 {
                 guard reader == .auto else { throw NativeReader.declinedError(message) }
-                return try Babeltrace2Reader.read(trace: trace, declined: message, progress: label, payload: payload, body)
+                return try Babeltrace2Reader.read(trace: trace, declined: message, progress: label, payload: payload,
+                                                  stop: stop, body)
             }
             guard status == 0 else { throw TraceToolkitError(message) }
             return discarded
+          }
         }
     }
 
@@ -184,6 +194,7 @@ public enum EventStream {
     private final class Reading {
         let trace: String
         let body: (TraceEvent) -> Void
+        let stop: () -> Bool
         let progress: ProgressLine?
         let payload: Bool
         var events: UInt64 = 0
@@ -194,9 +205,11 @@ public enum EventStream {
         /// Field names and texts of the payload by their address (the reader keeps them for good).
         var texts: [UnsafePointer<CChar>: String] = [:]
 
-        init(trace: String, body: @escaping (TraceEvent) -> Void, progress: ProgressLine?, payload: Bool) {
+        init(trace: String, body: @escaping (TraceEvent) -> Void, progress: ProgressLine?, payload: Bool,
+             stop: @escaping () -> Bool) {
             self.trace = trace
             self.body = body
+            self.stop = stop
             self.progress = progress
             self.payload = payload
         }
@@ -255,7 +268,7 @@ public enum EventStream {
             }
             if let missing = raw.missing { event.missingField = String(cString: missing) }
             body(event)
-            return true
+            return !stop()
         }
     }
 }

@@ -17,6 +17,8 @@ final class ExportFile {
     private let file: UnsafeMutablePointer<FILE>
     private var closed = false
     private(set) var written = 0
+    /// The most the file may hold, and the error that says so: a file past it is never put in place.
+    var limit: (bytes: Int, refusal: (Int) -> TraceToolkitError)?
 
     /// Checks the target before anything is read: a directory, something that is not a regular file, or a folder
     /// that cannot be written to is refused in one line.
@@ -77,6 +79,7 @@ final class ExportFile {
 
     /// Flushes, and puts the file in place (mode 0644 less the umask, as a file created the usual way).
     func commit() throws(TraceToolkitError) {
+        if let limit, written > limit.bytes { throw limit.refusal(written) }
         closed = true
         let mask = umask(0)
         umask(mask)

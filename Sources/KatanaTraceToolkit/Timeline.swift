@@ -88,7 +88,7 @@ struct Flow {
 
 /// The names of the arguments a slice may carry.
 enum ArgumentName: Int, CaseIterable {
-    case id, parentID, parent, queue, dispatchable, childID, parallelism, queueWait, outcome, budget, actual
+    case id, parentID, parent, queue, dispatchable, childID, parallelism, queueWait, outcome, budget, actual, cut
 
     var text: String {
         switch self {
@@ -103,6 +103,7 @@ enum ArgumentName: Int, CaseIterable {
         case .outcome: "outcome"
         case .budget: "budget_ns"
         case .actual: "actual_ns"
+        case .cut: "cut"
         }
     }
 }
@@ -124,6 +125,8 @@ struct SliceArgs {
     var outcome: Label?
     var budgetNanoseconds: UInt64?
     var actualNanoseconds: UInt64?
+    /// Why the slice is not whole: the exported window's edge cut it.
+    var cut: Label?
 
     static let none = SliceArgs()
 
@@ -140,6 +143,7 @@ struct SliceArgs {
         if let outcome { body(.outcome, .text(outcome)) }
         if let budgetNanoseconds { body(.budget, .uint(budgetNanoseconds)) }
         if let actualNanoseconds { body(.actual, .uint(actualNanoseconds)) }
+        if let cut { body(.cut, .text(cut)) }
     }
 }
 
@@ -155,6 +159,8 @@ public struct ExportSummary: Sendable {
     public var discarded: UInt64 = 0
     /// Bytes written.
     public var bytes = 0
+    /// Packets of the recording that end before the first window (less a second), skipped unread.
+    public var skippedPackets: UInt64 = 0
 }
 
 /// A thread is named by what it ran: the queues of the dispatches it applied or ran.
@@ -180,6 +186,11 @@ struct Timeline<Sink: TimelineSink> {
         var enqueuedOn = 0
         var began = false
         var beganOn = 0
+        /// Shown from a window's opening, not from where it began (or was dispatched).
+        var cut = false
+        /// Shown (with windows): its later events are shown too, across the gaps between windows, so that each
+        /// dispatch is one slice — ended at the last window's edge at the latest.
+        var shown = false
     }
 
     private struct ThreadKey: Hashable {
@@ -207,6 +218,9 @@ struct Timeline<Sink: TimelineSink> {
     private var pending: [Key: Pending] = [:]
     private var intervals: [Key: Label] = [:]
     private var transitions: [Key: Label] = [:]
+    /// The open intervals and transitions shown (with windows; as `Pending.shown`).
+    private var shownIntervals: Set<Key> = []
+    private var shownTransitions: Set<Key> = []
     private var processIndex: [Int64: Int] = [:]
     private var processes: [ProcessInfo] = []
     private var threadIndex: [ThreadKey: Int] = [:]
@@ -219,11 +233,150 @@ struct Timeline<Sink: TimelineSink> {
     /// The latest timestamp taken: where the trace ends.
     private var latest: Int64 = 0
     private(set) var summary = ExportSummary()
+    /// The parts of the trace shown (ascending, disjoint; nanoseconds after the first event until it comes, absolute
+    /// after), or nil: all of it. What lies between them is followed (what is in flight, on which thread) but not
+    /// shown; what a window's edge cuts is shown to the edge, marked `cut`.
+    private var windows: [ClosedRange<Int64>]?
+    private var windowIndex = 0
+    private var inWindow = false
+    /// Whether events are shown now: no windows, or inside one.
+    private var emitting: Bool { windows == nil || inWindow }
 
     private static var queueWaitGroup: AsyncGroup { AsyncGroup(category: .queueWait, name: .fixed("queue wait")) }
     private static var navigationGroup: AsyncGroup { AsyncGroup(category: .navigation, name: .fixed("navigation")) }
 
-    init(sink: Sink) { self.sink = sink }
+    init(sink: Sink, windows: [ClosedRange<Int64>]? = nil) {
+        self.sink = sink
+        self.windows = windows
+    }
+
+    private static var beganBefore: Label { .fixed("began before the window") }
+    private static var endedAfter: Label { .fixed("ended after the window") }
+
+    /// Closes the windows that end before `starts` (the event's beginning) and opens the one `ends` reaches.
+    private mutating func advanceWindows(starts: Int64, ends: Int64) {
+        guard let windows else { return }
+        while windowIndex < windows.count, starts > windows[windowIndex].upperBound {
+            if inWindow { closeWindow(at: windows[windowIndex].upperBound, last: windowIndex == windows.count - 1) }
+            windowIndex += 1
+        }
+        if !inWindow, windowIndex < windows.count, ends >= windows[windowIndex].lowerBound {
+            openWindow(at: windows[windowIndex].lowerBound)
+        }
+    }
+
+    /// The share of the windows' time taken so far (nil: no windows, or one without an end).
+    var shownShare: Double? {
+        guard let windows, summary.events > 0, let last = windows.last, last.upperBound < .max else { return nil }
+        var total = 0.0, done = 0.0
+        for window in windows {
+            total += Double(window.upperBound) - Double(window.lowerBound)
+            done += max(0, Double(min(latest, window.upperBound)) - Double(window.lowerBound))
+        }
+        return total > 0 ? done / total : nil
+    }
+
+    /// Shows what is in flight as the window opens: from the window's edge, marked cut.
+    private mutating func openWindow(at time: Int64) {
+        inWindow = true
+        for (key, entry) in pending.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) }) where !entry.shown {
+            var args = SliceArgs()
+            args.id = key.id
+            args.cut = Self.beganBefore
+            if entry.began {
+                let process = threads[entry.beganOn].process
+                if entry.isSideEffect {
+                    sink.asyncBegin(process, group: AsyncGroup(category: .sideEffect, name: entry.name), id: key.id,
+                                    at: time, name: entry.name, args: args, flow: nil)
+                    sink.inFlight(process, at: time, value: processes[process].inFlight)
+                } else {
+                    sink.threadSliceBegin(entry.beganOn, at: time, name: entry.name, category: .stateUpdater, args: args,
+                                          flow: nil)
+                }
+            } else if entry.enqueuedAt != nil {
+                // Dispatched before the window: its wait from the edge, and the flow to its begin from an instant there.
+                let thread = entry.enqueuedOn
+                var wait = SliceArgs()
+                wait.dispatchable = entry.name
+                wait.cut = Self.beganBefore
+                sink.asyncBegin(threads[thread].process, group: Self.queueWaitGroup, id: key.id, at: time,
+                                name: Self.queueWaitGroup.name, args: wait, flow: nil)
+                var call = entry.name
+                call.form = .dispatchCall
+                // A flow of its own: one an earlier window's end terminated cannot start again.
+                let flow = takeFlow()
+                pending[key]?.flow = flow
+                sink.threadInstant(thread, at: time, name: call, category: .dispatch, args: args,
+                                   flow: Flow(id: flow, step: .starts))
+            } else {
+                continue
+            }
+            pending[key]?.cut = true
+            pending[key]?.shown = true
+        }
+        for (key, name) in intervals.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
+        where !shownIntervals.contains(key) {
+            var args = SliceArgs()
+            args.id = key.id
+            args.cut = Self.beganBefore
+            sink.asyncBegin(process(key.pid), group: AsyncGroup(category: .interval, name: name), id: key.id, at: time,
+                            name: name, args: args, flow: nil)
+            shownIntervals.insert(key)
+        }
+        for (key, name) in transitions.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
+        where !shownTransitions.contains(key) {
+            var args = SliceArgs()
+            args.id = key.id
+            args.cut = Self.beganBefore
+            sink.asyncBegin(process(key.pid), group: Self.navigationGroup, id: key.id, at: time, name: name, args: args,
+                            flow: nil)
+            shownTransitions.insert(key)
+        }
+    }
+
+    /// As a window closes: after the last one, ends what is shown in flight at its edge, marked cut; between two,
+    /// leaves it open (its events in the gap are shown: one slice per dispatch).
+    private mutating func closeWindow(at time: Int64, last: Bool) {
+        inWindow = false
+        guard last else { return }
+        var args = SliceArgs()
+        args.cut = Self.endedAfter
+        for (key, entry) in pending.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) }) where entry.shown {
+            pending[key]?.shown = false
+            if entry.began {
+                let process = threads[entry.beganOn].process
+                if entry.isSideEffect {
+                    sink.asyncEnd(process, group: AsyncGroup(category: .sideEffect, name: entry.name), id: key.id,
+                                  at: time, name: entry.name, args: args)
+                } else {
+                    sink.threadSliceEnd(entry.beganOn, at: time, args: args)
+                }
+            } else if entry.enqueuedAt != nil {
+                let thread = entry.enqueuedOn
+                sink.asyncEnd(threads[thread].process, group: Self.queueWaitGroup, id: key.id, at: time,
+                              name: Self.queueWaitGroup.name, args: .none)
+                var instant = SliceArgs()
+                instant.id = key.id
+                instant.cut = Self.endedAfter
+                sink.threadInstant(thread, at: time, name: .fixed("still queued at the window's end: \(entry.name.text)"),
+                                   category: .dispatch, args: instant, flow: Flow(id: entry.flow, step: .terminates))
+            } else {
+                continue
+            }
+            summary.incompleteDispatches += 1
+        }
+        for (key, name) in intervals.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
+        where shownIntervals.contains(key) {
+            sink.asyncEnd(process(key.pid), group: AsyncGroup(category: .interval, name: name), id: key.id, at: time,
+                          name: name, args: args)
+        }
+        for (key, name) in transitions.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
+        where shownTransitions.contains(key) {
+            sink.asyncEnd(process(key.pid), group: Self.navigationGroup, id: key.id, at: time, name: name, args: args)
+        }
+        shownIntervals.removeAll()
+        shownTransitions.removeAll()
+    }
 
     /// The event's thread (and its process), declared to the sink when first seen.
     private mutating func thread(of event: TraceEvent) -> Int {
@@ -271,7 +424,7 @@ struct Timeline<Sink: TimelineSink> {
     /// The flow from a running parent side effect, if `parentID` names one: an instant on its track passes the flow on.
     private mutating func fromParent(_ parentID: UInt64?, process: Int, pid: Int64, at time: Int64, child: Label,
                                      childID: UInt64, flow: UInt64) -> Bool {
-        guard let parentID, parentID != 0, let parent = pending[Key(pid: pid, id: parentID)], parent.isSideEffect,
+        guard emitting, let parentID, parentID != 0, let parent = pending[Key(pid: pid, id: parentID)], parent.isSideEffect,
               parent.began else { return false }
         var args = SliceArgs()
         args.dispatchable = child
@@ -289,13 +442,21 @@ struct Timeline<Sink: TimelineSink> {
     }
 
     mutating func take(_ event: TraceEvent) {
+        // An inline updater's event stands at its end: its slice began before it.
+        let duration = event.role == .updaterInline ? Int64(clamping: event.durationNanoseconds) : 0
+        let starts = event.timestamp >= duration ? event.timestamp - duration : 0
         if summary.events == 0 {
-            // An inline updater's event stands at its end: its slice began before it.
-            let duration = event.role == .updaterInline ? Int64(clamping: event.durationNanoseconds) : 0
-            sink.start(at: event.timestamp >= duration ? event.timestamp - duration : 0)
+            // The windows are relative to the trace's first event (`analyze`'s origin): absolute from here on.
+            func after(_ offset: Int64) -> Int64 {
+                let (sum, overflow) = starts.addingReportingOverflow(offset)
+                return overflow ? (offset > 0 ? .max : .min) : sum
+            }
+            windows = windows.map { relative in relative.map { after($0.lowerBound)...after($0.upperBound) } }
+            sink.start(at: windows?.first.map { max($0.lowerBound, starts) } ?? starts)
         }
         summary.events += 1
         latest = max(latest, event.timestamp)
+        advanceWindows(starts: starts, ends: event.timestamp)
         let thread = self.thread(of: event)
         let process = threads[thread].process, pid = threads[thread].pid
         let key = Key(pid: pid, id: event.id)
@@ -307,21 +468,24 @@ struct Timeline<Sink: TimelineSink> {
             let flow = takeFlow()
             let continued = fromParent(event.parentID, process: process, pid: pid, at: event.timestamp, child: name,
                                        childID: event.id, flow: flow)
-            var args = SliceArgs()
-            args.id = event.id
-            args.queue = queue
-            var call = name
-            call.form = .dispatchCall
-            sink.threadInstant(thread, at: event.timestamp, name: call, category: .dispatch, args: args,
-                               flow: Flow(id: flow, step: continued ? .continues : .starts))
-            var wait = SliceArgs()
-            wait.dispatchable = name
-            sink.asyncBegin(process, group: Self.queueWaitGroup, id: event.id, at: event.timestamp,
-                            name: Self.queueWaitGroup.name, args: wait, flow: nil)
+            if emitting {
+                var args = SliceArgs()
+                args.id = event.id
+                args.queue = queue
+                var call = name
+                call.form = .dispatchCall
+                sink.threadInstant(thread, at: event.timestamp, name: call, category: .dispatch, args: args,
+                                   flow: Flow(id: flow, step: continued ? .continues : .starts))
+                var wait = SliceArgs()
+                wait.dispatchable = name
+                sink.asyncBegin(process, group: Self.queueWaitGroup, id: event.id, at: event.timestamp,
+                                name: Self.queueWaitGroup.name, args: wait, flow: nil)
+            }
             pending[key] = Pending(name: name, isSideEffect: event.isSideEffect, flow: flow, enqueuedAt: event.timestamp,
-                                   enqueuedOn: thread)
+                                   enqueuedOn: thread, shown: emitting && windows != nil)
         case .begin:
             var entry = pending[key] ?? Pending(name: name, isSideEffect: event.isSideEffect, flow: 0)
+            let shows = emitting || entry.shown
             var args = SliceArgs()
             args.id = event.id
             if let parent = event.parentID, parent != 0 { args.parentID = parent }
@@ -329,33 +493,37 @@ struct Timeline<Sink: TimelineSink> {
             args.parallelism = event.parallelism
             if let enqueued = entry.enqueuedAt {
                 args.queueWaitNanoseconds = event.timestamp - enqueued
-                sink.asyncEnd(process, group: Self.queueWaitGroup, id: event.id, at: event.timestamp,
-                              name: Self.queueWaitGroup.name, args: .none)
+                if shows {
+                    sink.asyncEnd(process, group: Self.queueWaitGroup, id: event.id, at: event.timestamp,
+                                  name: Self.queueWaitGroup.name, args: .none)
+                }
             }
             let flow = entry.enqueuedAt == nil ? nil : Flow(id: entry.flow, step: .terminates)
-            if entry.isSideEffect {
-                processes[process].inFlight += 1
+            if entry.isSideEffect { processes[process].inFlight += 1 }
+            if shows, entry.isSideEffect {
                 sink.inFlight(process, at: event.timestamp, value: processes[process].inFlight)
                 sink.asyncBegin(process, group: AsyncGroup(category: .sideEffect, name: name), id: event.id,
                                 at: event.timestamp, name: name, args: args, flow: flow)
-            } else {
+            } else if shows {
                 sink.threadSliceBegin(thread, at: event.timestamp, name: name, category: .stateUpdater, args: args,
                                       flow: flow)
             }
             ran(event, queue: event.queueID, on: thread)
             entry.began = true
             entry.beganOn = thread
+            entry.shown = shows && windows != nil
             pending[key] = entry
         case .end:
             guard let entry = pending.removeValue(forKey: key), entry.began else {
-                summary.incompleteDispatches += 1  // begun before the trace
+                if emitting { summary.incompleteDispatches += 1 }  // begun before the trace (or what was read of it)
                 return
             }
-            summary.dispatches += 1
+            if entry.isSideEffect { processes[process].inFlight -= 1 }
+            guard emitting || entry.shown else { return }
+            if entry.cut { summary.incompleteDispatches += 1 } else { summary.dispatches += 1 }
             var args = SliceArgs()
             args.outcome = outcome
             if entry.isSideEffect {
-                processes[process].inFlight -= 1
                 sink.asyncEnd(process, group: AsyncGroup(category: .sideEffect, name: entry.name), id: event.id,
                               at: event.timestamp, name: entry.name, args: args)
                 sink.inFlight(process, at: event.timestamp, value: processes[process].inFlight)
@@ -364,10 +532,15 @@ struct Timeline<Sink: TimelineSink> {
             }
         case .updaterInline:
             // One event at the end of an updater applied inline: its dispatch call, begin and end in one place.
-            summary.dispatches += 1
-            let end = event.timestamp
-            let duration = Int64(clamping: event.durationNanoseconds)
-            let begin = end >= duration ? end - duration : 0
+            threads[thread].inlineRuns += 1
+            guard emitting else { return }
+            var begin = starts, end = event.timestamp
+            var cutBegin = false, cutEnd = false
+            if let window = windows?[windowIndex] {
+                if begin < window.lowerBound { (begin, cutBegin) = (window.lowerBound, true) }
+                if end > window.upperBound { (end, cutEnd) = (window.upperBound, true) }
+            }
+            if cutBegin || cutEnd { summary.incompleteDispatches += 1 } else { summary.dispatches += 1 }
             var flow: Flow?
             if let parent = event.parentID, parent != 0 {
                 let id = takeFlow()
@@ -380,12 +553,14 @@ struct Timeline<Sink: TimelineSink> {
             if let parent = event.parentID, parent != 0 { args.parentID = parent }
             args.queue = Self.inlineQueue
             args.parallelism = event.parallelism
+            if cutBegin { args.cut = Self.beganBefore }
             sink.threadSliceBegin(thread, at: begin, name: name, category: .stateUpdater, args: args, flow: flow)
             var ending = SliceArgs()
             ending.outcome = outcome
+            if cutEnd { ending.cut = Self.endedAfter }
             sink.threadSliceEnd(thread, at: end, args: ending)
-            threads[thread].inlineRuns += 1
         case .budgetExceeded:
+            guard emitting else { return }
             var args = SliceArgs()
             args.id = event.id
             args.budgetNanoseconds = event.budgetNanoseconds
@@ -401,10 +576,14 @@ struct Timeline<Sink: TimelineSink> {
                 args.parent = pending[Key(pid: pid, id: parent)]?.name
             }
             intervals[key] = name
+            guard emitting else { return }
+            if windows != nil { shownIntervals.insert(key) }
             sink.asyncBegin(process, group: AsyncGroup(category: .interval, name: name), id: event.id,
                             at: event.timestamp, name: name, args: args, flow: nil)
         case .intervalEnd:
-            guard let begun = intervals.removeValue(forKey: key) else { return }
+            guard let begun = intervals.removeValue(forKey: key),
+                  emitting || shownIntervals.remove(key) != nil else { return }
+            shownIntervals.remove(key)
             var args = SliceArgs()
             args.outcome = outcome
             sink.asyncEnd(process, group: AsyncGroup(category: .interval, name: begun), id: event.id,
@@ -413,10 +592,14 @@ struct Timeline<Sink: TimelineSink> {
             var args = SliceArgs()
             args.id = event.id
             transitions[key] = name
+            guard emitting else { return }
+            if windows != nil { shownTransitions.insert(key) }
             sink.asyncBegin(process, group: Self.navigationGroup, id: event.id, at: event.timestamp, name: name,
                             args: args, flow: nil)
         case .transitionEnd:
-            guard let begun = transitions.removeValue(forKey: key) else { return }
+            guard let begun = transitions.removeValue(forKey: key),
+                  emitting || shownTransitions.remove(key) != nil else { return }
+            shownTransitions.remove(key)
             var args = SliceArgs()
             args.outcome = outcome
             sink.asyncEnd(process, group: Self.navigationGroup, id: event.id, at: event.timestamp, name: begun,
@@ -431,11 +614,15 @@ struct Timeline<Sink: TimelineSink> {
 
     /// Names each thread by what it ran (its most frequent role first) and ends the output.
     mutating func finish(discarded: UInt64) throws(TraceToolkitError) -> ExportSummary {
+        // The trace ended between two windows: what is shown of it ends there.
+        if windows != nil, !inWindow, pending.values.contains(where: \.shown) || !shownIntervals.isEmpty || !shownTransitions.isEmpty {
+            closeWindow(at: latest, last: true)
+        }
         // A dispatch still queued when the trace ends (a snapshot or a live window cut it): its wait ends at the
         // trace's end, where an instant on the thread that dispatched it says so and ends the flow its dispatch
         // call began (a flow left open is one Perfetto cannot draw: check_perfetto.py counts it as a problem).
         for (key, entry) in pending.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
-        where !entry.began && entry.enqueuedAt != nil {
+        where emitting && !entry.began && entry.enqueuedAt != nil {
             let thread = entry.enqueuedOn
             sink.asyncEnd(threads[thread].process, group: Self.queueWaitGroup, id: key.id, at: latest,
                           name: Self.queueWaitGroup.name, args: .none)
@@ -458,7 +645,8 @@ struct Timeline<Sink: TimelineSink> {
             sink.thread(index, process: info.process, pid: info.pid, tid: info.tid,
                         name: names.joined(separator: " + ") + " \(info.tid)" + own)
         }
-        summary.incompleteDispatches += pending.count
+        // (With windows, what the last window's end cut was counted as it closed.)
+        if emitting { summary.incompleteDispatches += pending.count }
         summary.discarded = discarded
         try sink.finish(summary: summary)
         return summary

@@ -61,6 +61,87 @@ struct TraceSource: ParsableArguments {
     var reader: TraceReader = .auto
 }
 
+/// The part of a recording `export` and `dump` take. `--begin`/`--end` are `analyze`'s (seconds after the trace's
+/// first event); `--slowest` takes the dispatches `analyze --top` lists, within `--begin`/`--end` when given.
+struct WindowOptions: ParsableArguments {
+    @Option(help: "From S seconds after the trace's first event (as analyze --begin).")
+    var begin: Double?
+
+    @Option(help: "To S seconds after it (as analyze --end).")
+    var end: Double?
+
+    @Option(help: """
+        Around the N longest dispatches (service time; those analyze --top N lists): each from its dispatch call to \
+        its end, with --margin before and after, overlapping ones merged.
+        """)
+    var slowest: Int?
+
+    @Option(help: "The time kept before and after each of --slowest's dispatches (default 1ms; e.g. 500us, 10ms).")
+    var margin: String?
+
+    func validate() throws {
+        for (name, value) in [("--begin", begin), ("--end", end)] {
+            if let value, !(value.isFinite && value >= 0) {
+                throw ValidationError("\(name) must be a number of seconds, 0 or more")
+            }
+        }
+        if let begin, let end, end < begin { throw ValidationError("--end (\(end)) is before --begin (\(begin))") }
+        if let slowest, !(1...100_000).contains(slowest) {
+            throw ValidationError("--slowest must be between 1 and 100000, got \(slowest)")
+        }
+        if let margin {
+            guard slowest != nil else { throw ValidationError("--margin applies to --slowest") }
+            _ = try Analyze.duration(margin, option: "--margin")
+        }
+    }
+
+    /// The windows in seconds after the trace's first event, or nil: the whole trace. `--slowest` reads the trace
+    /// once more first (an analysis in a child process: the reader reads one trace per process).
+    func windows(_ source: TraceSource) throws -> [ClosedRange<Double>]? {
+        guard let slowest else {
+            if begin == nil && end == nil { return nil }
+            return [(begin ?? 0)...(end ?? .infinity)]
+        }
+        let margin = Double(try margin.map { try Analyze.duration($0, option: "--margin") } ?? 1_000_000) / 1e9
+        var arguments = ["analyze", "--json", "--top", "\(slowest)", "--reader", source.reader.rawValue]
+        if let begin { arguments += ["--begin", "\(begin)"] }
+        if let end { arguments += ["--end", "\(end)"] }
+        let analysis = try Self.runSelf(arguments + [source.trace])
+        guard let document = try? JSONSerialization.jsonObject(with: analysis) as? [String: Any],
+              let top = document["top"] as? [[String: Any]]
+        else { throw Refused(description: "katana-trace: \(source.trace): its analysis gave no list of the longest dispatches") }
+        let windows = top.compactMap { entry -> ClosedRange<Double>? in
+            guard let began = entry["begin_s"] as? Double, let service = entry["service_ns"] as? Double else { return nil }
+            let wait = (entry["queue_wait_ns"] as? Double) ?? 0
+            return max(0, began - wait / 1e9 - margin)...(began + service / 1e9 + margin)
+        }
+        guard !windows.isEmpty else {
+            throw Refused(description: "katana-trace: \(source.trace): no dispatch to take --slowest around\(begin != nil || end != nil ? " between --begin and --end" : "")")
+        }
+        return windows
+    }
+
+    /// Runs this executable with `arguments`; its standard output, or its one-line error as ours.
+    private static func runSelf(_ arguments: [String]) throws -> Data {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        // Its output read to the end while it runs (a full pipe would stop it); its standard error is one line.
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let said = errors.fileHandleForReading.readDataToEndOfFile()
+        guard process.terminationStatus == 0 else {
+            let line = String(decoding: said, as: UTF8.self).split(separator: "\n").last.map(String.init)
+            throw Refused(description: line ?? "katana-trace: the analysis for --slowest ended with status \(process.terminationStatus)")
+        }
+        return data
+    }
+}
+
 /// Exit status 2 with one line: the trace (or an argument) is the problem.
 struct Refused: Error, CustomStringConvertible {
     var description: String
@@ -102,7 +183,7 @@ struct Analyze: ParsableCommand {
     }
 
     /// A duration such as `500us`, `2ms`, `1.5s` or a number of nanoseconds.
-    static func duration(_ text: String) throws -> Int64 {
+    static func duration(_ text: String, option: String = "--min-duration") throws -> Int64 {
         let units: [(String, Double)] = [("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)]
         var number = Substring(text), scale = 1.0
         for (suffix, factor) in units where text.hasSuffix(suffix) {
@@ -111,7 +192,7 @@ struct Analyze: ParsableCommand {
             break
         }
         guard let value = Double(number), value.isFinite, value >= 0, value * scale < 9.2e18 else {
-            throw ValidationError("--min-duration: \(text) is not a duration (e.g. 500us, 2ms, 1.5s)")
+            throw ValidationError("\(option): \(text) is not a duration (e.g. 500us, 2ms, 1.5s)")
         }
         return Int64(value * scale)
     }
@@ -121,7 +202,7 @@ struct Analyze: ParsableCommand {
         options.top = top ?? 0
         options.begin = begin
         options.end = end
-        options.minDurationNanoseconds = try minDuration.map(Self.duration) ?? 0
+        options.minDurationNanoseconds = try minDuration.map { try Self.duration($0) } ?? 0
         options.showsProgress = true
         options.reader = source.reader
         do {
@@ -222,13 +303,47 @@ struct Export: ParsableCommand {
     @Option(help: "perfetto (protobuf, the default) or json (Chrome's trace-event format, for small traces).")
     var format: TraceExport.Format = .perfetto
 
+    @OptionGroup var window: WindowOptions
+
+    @Option(name: .customLong("max-size"), help: """
+        Refuse (status 2, no file) an export projected past SIZE (e.g. 100M, 2G): by default 512M, about the most \
+        Perfetto's UI opens.
+        """)
+    var maxSize: String?
+
+    @Flag(help: "Write the file whatever its size.")
+    var force = false
+
+    func validate() throws {
+        if let maxSize { _ = try Self.size(maxSize) }
+    }
+
+    /// A size such as `512M`, `2G`, `60K` or a number of bytes.
+    static func size(_ text: String) throws -> Int {
+        let units: [(String, Double)] = [("K", 1024), ("M", 1_048_576), ("G", 1_073_741_824)]
+        var number = Substring(text), scale = 1.0
+        for (suffix, factor) in units where text.uppercased().hasSuffix(suffix) {
+            number = text.dropLast()
+            scale = factor
+        }
+        guard let value = Double(number), value.isFinite, value > 0, value * scale < 9e18 else {
+            throw ValidationError("--max-size: \(text) is not a size (e.g. 100M, 2G)")
+        }
+        return Int(value * scale)
+    }
+
     func run() throws {
+        let windows = try window.windows(source)
+        let limit = force ? nil : try maxSize.map { try Self.size($0) } ?? TraceExport.perfettoUILimit
         do {
-            let summary = try TraceExport.run(trace: source.trace, to: output, format: format, reader: source.reader)
+            let summary = try TraceExport.run(trace: source.trace, to: output, format: format, reader: source.reader,
+                                              windows: windows, sizeLimit: limit)
             if summary.discarded > 0 {
                 FileHandle.standardError.write(Data("katana-trace: WARNING: \(summary.discarded) events were DISCARDED by the tracer\n".utf8))
             }
-            print("\(output): \(summary.dispatches) dispatches (\(summary.incompleteDispatches) cut by the trace's ends), \(summary.bytes) bytes")
+            let edges = windows == nil ? "the trace's ends" : "the window's or the trace's ends"
+            let skipped = summary.skippedPackets > 0 ? "; \(summary.skippedPackets) packets before the window skipped unread" : ""
+            print("\(output): \(summary.dispatches) dispatches (\(summary.incompleteDispatches) cut by \(edges)), \(summary.bytes) bytes\(skipped)")
         } catch {
             throw Refused(description: "katana-trace: \(error.description)")
         }
@@ -242,11 +357,17 @@ struct Dump: ParsableCommand {
 
     @OptionGroup var source: TraceSource
 
+    @OptionGroup var window: WindowOptions
+
     func run() throws {
         var lines = DumpLines()
-        do {
-            let discarded = try EventStream.read(trace: source.trace, reader: source.reader, progress: "dump", payload: true) {
-                lines.add($0)
+        let windows = try window.windows(source).map(TraceExport.merge)
+        var selected = windows.map { DumpLines.Selection(windows: $0) }
+        do throws(TraceToolkitError) {
+            let discarded = try EventStream.read(trace: source.trace, reader: source.reader, progress: "dump", payload: true,
+                                                 from: windows?.first?.lowerBound,
+                                                 to: windows?.last.flatMap { $0.upperBound.isFinite ? $0.upperBound : nil }) { event in
+                if selected?.takes(event) ?? true { lines.add(event) }
             }
             lines.finish(discarded: discarded)
         } catch {

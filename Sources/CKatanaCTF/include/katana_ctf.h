@@ -83,10 +83,18 @@ typedef struct katana_ctf_event {
     const char *missing;
 } katana_ctf_event;
 
+/* Limits the next read to a time range, in seconds after the trace's first event (the earliest of its streams' first
+   events): packets that end before `from_s` are skipped without reading their events (their headers are still
+   checked), and the read ends with the first event after `to_s`. Events before `from_s` may still be handed on (those
+   of packets that reach into the range, and each stream's first): the consumer filters. */
+void katana_ctf_set_range(int has_from, double from_s, int has_to, double to_s);
+/* The packets (and their bytes) the range let the read skip. */
+void katana_ctf_skipped(uint64_t *packets, uint64_t *bytes);
+
 /* How many string ids there are so far (ids are below it). */
 uint32_t katana_ctf_string_count(void);
 
-/* Called for every katana event in timestamp order; return nonzero to ignore the rest. */
+/* Called for every katana event in timestamp order; return nonzero to end the read there. */
 typedef int (*katana_ctf_event_handler)(const katana_ctf_event *event, void *context);
 
 /* Reads the trace(s) under `root` and hands each katana event to `handler`. Returns 0 (with the events the tracer

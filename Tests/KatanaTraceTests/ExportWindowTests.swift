@@ -1,0 +1,122 @@
+import Foundation
+import KatanaTestSupport
+import KatanaTraceToolkit
+import Testing
+
+/// `katana-trace export` of a part of a recording: a time window (`--begin`/`--end`, as `analyze`'s), or windows
+/// around the longest dispatches (`--slowest N`, `--margin`); the same options in `dump`. Each export is checked with
+/// Perfetto's own schema against the dump of the same windows: every dispatch begun in them shown exactly once, no
+/// flow without both ends, no slice left open — what a window's edge cuts shown to the edge and marked `cut`.
+enum ExportWindow {
+    /// Exports and dumps `trace` with `options`, has check_perfetto.py compare them; the verdict and export's line.
+    static func checked(_ trace: String, _ options: [String]) async throws -> (verdict: TraceExport.Verdict, said: String, json: [String: Any]) {
+        let export = TraceExport.temporary(".pftrace"), dump = TraceExport.temporary(".jsonl"), json = TraceExport.temporary(".json")
+        defer { for file in [export, dump, json] { try? FileManager.default.removeItem(at: file) } }
+        let exported = try await KatanaTrace.run(["export", trace, "-o", export.path] + options)
+        guard exported.status == 0 else { throw RecordingError("export \(options) failed: \(exported.err)") }
+        let dumped = try await KatanaTrace.run(["dump", trace] + options)
+        guard dumped.status == 0 else { throw RecordingError("dump \(options) failed: \(dumped.err)") }
+        try Data(dumped.out.utf8).write(to: dump)
+        let script = Paths.packageRoot.appendingPathComponent("traces/check_perfetto.py").path
+        let checked = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, export.path, dump.path])
+        guard let verdict = try? JSONDecoder().decode(TraceExport.Verdict.self, from: Data(checked.out.utf8)) else {
+            throw RecordingError("check_perfetto.py (status \(checked.status)): \(checked.err)")
+        }
+        let asJSON = try await KatanaTrace.run(["export", "--format", "json", trace, "-o", json.path] + options)
+        guard asJSON.status == 0 else { throw RecordingError("export --format json \(options) failed: \(asJSON.err)") }
+        let document = try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Any] ?? [:]
+        return (verdict, exported.out, document)
+    }
+
+    /// The trace-event JSON's slices (complete, or begun) that carry a `cut` argument, by what it says.
+    static func cuts(_ document: [String: Any]) -> [String: Int] {
+        var found: [String: Int] = [:]
+        for event in document["traceEvents"] as? [[String: Any]] ?? [] {
+            if let cut = (event["args"] as? [String: Any])?["cut"] as? String { found[cut, default: 0] += 1 }
+        }
+        return found
+    }
+
+    /// The ids of the dispatches the JSON export shows as slices.
+    static func shownIDs(_ document: [String: Any]) -> Set<UInt64> {
+        var ids: Set<UInt64> = []
+        for event in document["traceEvents"] as? [[String: Any]] ?? []
+        where ["X", "B", "b"].contains(event["ph"] as? String ?? "") && ["state_updater", "side_effect"].contains(event["cat"] as? String ?? "") {
+            if let id = (event["args"] as? [String: Any])?["id"] as? NSNumber { ids.insert(id.uint64Value) }
+        }
+        return ids
+    }
+}
+
+@Suite struct ExportWindowTests {
+    /// A window in the middle of each kept recording (the sample; the katana-trace recording with two streams and
+    /// LTTng's headers) and at its ends: what the window holds, once each, and what its edges cut, marked.
+    @Test(arguments: [["--begin", "0.004", "--end", "0.006"], ["--begin", "0.008"], ["--end", "0.003"], ["--begin", "0.0001", "--end", "0.0002"]])
+    func aTimeWindowShowsEachOfItsDispatchesOnceAndMarksWhatItsEdgesCut(window: [String]) async throws {
+        for trace in [Toolkit.sample, Paths.packageRoot.appendingPathComponent("traces/sample-record").path] {
+            let (verdict, said, document) = try await ExportWindow.checked(trace, window)
+            #expect(verdict.problems.isEmpty, "\(window) \(trace): \(verdict.problems.prefix(5))")
+            #expect(verdict.slices_left_open == 0 && verdict.dispatches_shown >= verdict.dispatches, "\(window): \(said)")
+            let whole = try await KatanaTrace.run(["analyze", "--json", trace])
+            let total = try #require(try JSONSerialization.jsonObject(with: Data(whole.out.utf8)) as? [String: Any])["dispatches"] as? Int
+            #expect(verdict.dispatches < total ?? 0, "\(window): a window shows less than the whole recording")
+            if window == ["--begin", "0.004", "--end", "0.006"], trace == Toolkit.sample {
+                // Side effects run for milliseconds in the sample (12 ms long): some began before the window, some
+                // end after it.
+                let cuts = ExportWindow.cuts(document)
+                #expect(cuts["began before the window", default: 0] > 0 && cuts["ended after the window", default: 0] > 0, "\(cuts)")
+                #expect(said.contains("cut by the window's or the trace's ends"), "\(said)")
+            }
+        }
+    }
+
+    /// `--slowest N`: windows around the N dispatches `analyze --top N` lists, each from its dispatch call to its end
+    /// plus the margin, merged where they overlap — every one of them shown, and the check as above.
+    @Test(arguments: [(3, "100us"), (50, "10us"), (10, "0")])
+    func theSlowestDispatchesAreExportedWithTheirSurroundings(slowest: Int, margin: String) async throws {
+        for trace in [Toolkit.sample, Paths.packageRoot.appendingPathComponent("traces/sample-record").path] {
+            let options = ["--slowest", "\(slowest)", "--margin", margin]
+            let (verdict, said, document) = try await ExportWindow.checked(trace, options)
+            #expect(verdict.problems.isEmpty, "\(options) \(trace): \(verdict.problems.prefix(5))")
+            #expect(verdict.slices_left_open == 0, "\(said)")
+            let analysis = try await KatanaTrace.run(["analyze", "--json", "--top", "\(slowest)", trace])
+            let top = try #require(try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])["top"] as? [[String: Any]]
+            let slowestIDs = Set((top ?? []).compactMap { ($0["id"] as? NSNumber)?.uint64Value })
+            #expect(slowestIDs.count == slowest)
+            #expect(slowestIDs.isSubset(of: ExportWindow.shownIDs(document)), "\(slowestIDs.subtracting(ExportWindow.shownIDs(document)))")
+        }
+    }
+
+    /// Past the size Perfetto's UI opens (`--max-size`, 512 MiB by default), the export ends as soon as its size is
+    /// projected past it: one line that suggests a window, status 2, and no file. `--force` writes it anyway.
+    @Test func anExportPastItsSizeLimitIsRefusedAndLeavesNoFile() async throws {
+        let folder = TraceExport.temporary("")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let output = folder.appendingPathComponent("out.pftrace").path
+        let refused = try await KatanaTrace.run(["export", Toolkit.sample, "-o", output, "--max-size", "60K"])
+        #expect(refused.status == 2 && refused.out.isEmpty, "\(refused.status) \(refused.out)")
+        let lines = refused.err.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains("the export would be about") && lines[0].contains("--begin/--end")
+                && lines[0].contains("--force"), "\(refused.err)")
+        #expect(try TraceExport.leftovers(in: folder, named: "out.pftrace").isEmpty)
+        // A window within it is written; so is the whole with --force.
+        let window = try await KatanaTrace.run(["export", Toolkit.sample, "-o", output, "--max-size", "60K", "--begin", "0.004", "--end", "0.005"])
+        #expect(window.status == 0 && FileManager.default.fileExists(atPath: output), "\(window.err)")
+        let forced = try await KatanaTrace.run(["export", Toolkit.sample, "-o", output, "--max-size", "60K", "--force"])
+        #expect(forced.status == 0 && forced.out.contains("1081 dispatches"), "\(forced.err)")
+    }
+
+    @Test func windowOptionsAreCheckedBeforeAnythingIsRead() async throws {
+        for (options, said) in [(["--margin", "1ms"], "--margin applies to --slowest"), (["--slowest", "0"], "--slowest must be between"),
+                                (["--begin", "0.5", "--end", "0.1"], "is before --begin"), (["--slowest", "2", "--margin", "soon"], "--margin: soon is not a duration"),
+                                (["--begin=-1"], "--begin must be a number of seconds"), (["--max-size", "lots"], "--max-size: lots is not a size")] {
+            for command in options.contains("--max-size") ? ["export"] : ["export", "dump"] {
+                var arguments = [command, Toolkit.sample] + options
+                if command == "export" { arguments += ["-o", TraceExport.temporary(".pftrace").path] }
+                let outcome = try await KatanaTrace.run(arguments)
+                #expect(outcome.status != 0 && outcome.err.contains(said), "\(arguments): \(outcome.err)")
+            }
+        }
+    }
+}
