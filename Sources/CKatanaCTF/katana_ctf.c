@@ -1177,9 +1177,10 @@ static uint64_t discarded_events;
 static struct {
     int has_from, has_to;
     double from_s, to_s;
-    int active;              /* set once the streams' first events are read: `from_ns` and `to_ns` hold */
-    int64_t from_ns, to_ns;  /* absolute */
+    int active;              /* set once the streams' first events are read: `origin`, `from_ns` and `to_ns` hold */
+    int64_t origin, from_ns, to_ns;  /* absolute */
     uint64_t skipped_packets, skipped_bytes;
+    uint64_t katana_events;  /* read, handed on or not */
 } range;
 
 void katana_ctf_set_range(int has_from, double from_s, int has_to, double to_s) {
@@ -1187,6 +1188,11 @@ void katana_ctf_set_range(int has_from, double from_s, int has_to, double to_s) 
     range.from_s = from_s;
     range.has_to = has_to;
     range.to_s = to_s;
+}
+
+int katana_ctf_origin(int64_t *origin) {
+    if (range.active) *origin = range.origin;
+    return range.active;
 }
 
 void katana_ctf_skipped(uint64_t *packets, uint64_t *bytes) {
@@ -2590,8 +2596,14 @@ static void read_all(const char *root, void (*each)(const stream *s, void *conte
         if (next_event(streams[i])) heap[n++] = streams[i];
     for (size_t i = n / 2; i-- > 0;) sift(heap, n, i);
     if (n && (range.has_from || range.has_to)) {
-        /* The range is in seconds after the trace's first event: the earliest of the streams' first events. */
+        /* The range is in seconds after the trace's first event: the earliest of the streams' first events (an
+           inline updater's from its beginning, as the analysis counts). */
         int64_t origin = heap[0]->ts;
+        if (heap[0]->ec->role == EV_INLINE && heap[0]->ec->slot[F_DURATION_NS] >= 0) {
+            const value *duration = get(heap[0], F_DURATION_NS);
+            if (duration && duration->kind == K_INT && duration->u <= (uint64_t)origin) origin -= (int64_t)duration->u;
+        }
+        range.origin = origin;
         long double from = (long double)origin + (long double)range.from_s * 1e9L;
         long double to = (long double)origin + (long double)range.to_s * 1e9L;
         range.from_ns = from > (long double)INT64_MAX ? INT64_MAX : from < (long double)INT64_MIN ? INT64_MIN : (int64_t)from;
@@ -2602,7 +2614,10 @@ static void read_all(const char *root, void (*each)(const stream *s, void *conte
         stream *s = heap[0];
         /* The first event past the range is handed on too: it tells the consumer the range is over. */
         int last = range.active && range.has_to && s->ts > range.to_ns;
-        each(s, context);
+        /* Events before the range are not handed on (the streams' first packets, read for the origin, hold some):
+           what began there is unknown, as what began in the packets skipped. */
+        if (s->ec->katana) range.katana_events++;
+        if (!(range.active && range.has_from && s->ts < range.from_ns)) each(s, context);
         if (last) break;
         if (!next_event(s)) heap[0] = heap[--n];
         sift(heap, n, 0);
@@ -2756,7 +2771,7 @@ int katana_ctf_read(const char *root, katana_ctf_event_handler handler, void *co
     failure_jump = &jump;
     event_reading reading = {.handler = handler, .context = context};
     read_all(root, deliver_event, &reading);
-    if (!reading.events) fail("no katana events");
+    if (!range.katana_events) fail("no katana events");
     if (discarded) *discarded = discarded_events;
     failure_jump = NULL;
     return 0;

@@ -141,7 +141,8 @@ public struct DumpLines {
     /// Which events a dump with windows keeps: those within one (an inline updater's whole run overlapping one).
     public struct Selection {
         private var windows: [ClosedRange<Int64>]
-        private var origin: Int64?
+        /// The trace's first event's time: given (`EventStream.rangeOrigin()`), else the first event's.
+        public var origin: Int64?
 
         /// `windows`: seconds after the trace's first event, ascending and disjoint.
         public init(windows: [ClosedRange<Double>]) {

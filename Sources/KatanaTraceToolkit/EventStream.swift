@@ -190,6 +190,13 @@ public enum EventStream {
         }
     }
 
+    /// The trace's first event's time (an inline updater's beginning) during a native read given `from` or `to`, which
+    /// does not hand on what comes before `from`; nil otherwise (the first event handed on is the first).
+    public static func rangeOrigin() -> Int64? {
+        var origin: Int64 = 0
+        return katana_ctf_origin(&origin) != 0 ? origin : nil
+    }
+
     /// The state of one read: the consumer, the converted strings, the progress line.
     private final class Reading {
         let trace: String

@@ -96,6 +96,7 @@ public enum Export {
         let to = read.windows?.last.flatMap { $0.upperBound.isFinite ? $0.upperBound : nil }
         let discarded = try EventStream.read(trace: read.trace, reader: read.reader, progress: read.progress, from: from,
                                              to: to, stop: { refusal != nil }) { event in
+            if events == 0 { timeline.origin = EventStream.rangeOrigin() }
             timeline.take(event)
             events += 1
             // Every 1,024 events: the size so far over the share read so far, once that share says something.

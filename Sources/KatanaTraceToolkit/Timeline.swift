@@ -239,6 +239,9 @@ struct Timeline<Sink: TimelineSink> {
     private var windows: [ClosedRange<Int64>]?
     private var windowIndex = 0
     private var inWindow = false
+    /// The trace's first event's time when the reader knows it (a read that skipped the start): the windows are
+    /// relative to it. Else the first event taken is the first.
+    var origin: Int64?
     /// Whether events are shown now: no windows, or inside one.
     private var emitting: Bool { windows == nil || inWindow }
 
@@ -447,8 +450,9 @@ struct Timeline<Sink: TimelineSink> {
         let starts = event.timestamp >= duration ? event.timestamp - duration : 0
         if summary.events == 0 {
             // The windows are relative to the trace's first event (`analyze`'s origin): absolute from here on.
+            let base = origin ?? starts
             func after(_ offset: Int64) -> Int64 {
-                let (sum, overflow) = starts.addingReportingOverflow(offset)
+                let (sum, overflow) = base.addingReportingOverflow(offset)
                 return overflow ? (offset > 0 ? .max : .min) : sum
             }
             windows = windows.map { relative in relative.map { after($0.lowerBound)...after($0.upperBound) } }
@@ -614,6 +618,8 @@ struct Timeline<Sink: TimelineSink> {
 
     /// Names each thread by what it ran (its most frequent role first) and ends the output.
     mutating func finish(discarded: UInt64) throws(TraceToolkitError) -> ExportSummary {
+        // A window with nothing in it: an empty timeline, still a file the viewer opens.
+        if summary.events == 0 { sink.start(at: origin ?? 0) }
         // The trace ended between two windows: what is shown of it ends there.
         if windows != nil, !inWindow, pending.values.contains(where: \.shown) || !shownIntervals.isEmpty || !shownTransitions.isEmpty {
             closeWindow(at: latest, last: true)

@@ -367,6 +367,7 @@ struct Dump: ParsableCommand {
             let discarded = try EventStream.read(trace: source.trace, reader: source.reader, progress: "dump", payload: true,
                                                  from: windows?.first?.lowerBound,
                                                  to: windows?.last.flatMap { $0.upperBound.isFinite ? $0.upperBound : nil }) { event in
+                if selected != nil, selected?.origin == nil { selected?.origin = EventStream.rangeOrigin() }
                 if selected?.takes(event) ?? true { lines.add(event) }
             }
             lines.finish(discarded: discarded)

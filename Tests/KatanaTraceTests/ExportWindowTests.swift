@@ -120,3 +120,38 @@ enum ExportWindow {
         }
     }
 }
+
+/// Windows on a recording of many packets (LTTng's real headers, each packet's time range in its context).
+extension LTTngRecordingTests {
+    /// A window near the end: the packets that end before it are skipped unread (the export says how many), and what
+    /// is exported is checked against the dump of the same window as above.
+    @Test func aWindowNearARecordingsEndSkipsThePacketsBeforeIt() async throws {
+        // Three seconds at 2,000 top-level dispatches a second, in 64 KiB packets: tens of packets, and the window's
+        // last tenth begins well over the reader's one-second look back.
+        let (directory, _) = try await recordWithKatanaTrace(
+            [Paths.katanaBench.path, "-s", "mixed", "--rate", "2000", "--duration", "3", "--warmup", "0"],
+            recording: ["--subbuf-size", "64K"])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let dumped = try await KatanaTrace.run(["dump", directory.path])
+        try #require(dumped.status == 0, "\(dumped.err)")
+        let times = dumped.out.split(separator: "\n").compactMap { line -> Int64? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            return (object["ts"] as? NSNumber)?.int64Value
+        }
+        let first = try #require(times.min()), last = try #require(times.max())
+        let begin = String(format: "%.6f", Double(last - first) * 0.9 / 1e9)
+        let export = TraceExport.temporary(".pftrace")
+        defer { try? FileManager.default.removeItem(at: export) }
+        let windowed = try await KatanaTrace.run(["export", directory.path, "-o", export.path, "--begin", begin])
+        try #require(windowed.status == 0, "\(windowed.err)")
+        let skipped = windowed.out.split(separator: ";").last.flatMap { Int($0.split(separator: " ").first ?? "") } ?? 0
+        #expect(windowed.out.contains("packets before the window skipped unread") && skipped > 0, "\(windowed.out)")
+        let (verdict, said, _) = try await ExportWindow.checked(directory.path, ["--begin", begin])
+        #expect(verdict.problems.isEmpty, "\(said): \(verdict.problems.prefix(5))")
+        #expect(verdict.dispatches > 0, "\(said)")
+        // The window runs to the trace's end: what the trace's end cuts is left open there, as in the whole export.
+        let whole = try await TraceExport.checkedProtobuf(directory.path)
+        #expect(whole.problems.isEmpty && verdict.slices_left_open == whole.slices_left_open,
+                "\(verdict.slices_left_open) open at the window's end, \(whole.slices_left_open) at the whole export's")
+    }
+}

@@ -85,9 +85,10 @@ typedef struct katana_ctf_event {
 
 /* Limits the next read to a time range, in seconds after the trace's first event (the earliest of its streams' first
    events): packets that end before `from_s` are skipped without reading their events (their headers are still
-   checked), and the read ends with the first event after `to_s`. Events before `from_s` may still be handed on (those
-   of packets that reach into the range, and each stream's first): the consumer filters. */
+   checked), no event before `from_s` is handed on, and the read ends with the first event after `to_s`. */
 void katana_ctf_set_range(int has_from, double from_s, int has_to, double to_s);
+/* The trace's first event's time (an inline updater's beginning), once a read with a range has begun: 1, else 0. */
+int katana_ctf_origin(int64_t *origin);
 /* The packets (and their bytes) the range let the read skip. */
 void katana_ctf_skipped(uint64_t *packets, uint64_t *bytes);
 
