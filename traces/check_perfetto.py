@@ -162,7 +162,7 @@ def check(pb, export_path, dump_path):
                 key = (track_pids.get(event.track_uuid, 0), arguments["id"])
                 shown[key] += 1
                 shown_name[key] = name
-                if arguments.get("cut") == "began before the window":
+                if "cut" in arguments and arguments["cut"] != "ended after the window":
                     cut_before.add(key)
         elif event.type == END:
             stack = open_slices[event.track_uuid]

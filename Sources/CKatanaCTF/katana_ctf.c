@@ -1657,7 +1657,23 @@ static struct {
     int progress_fd;
     katana_ctf_progress_handler progress;
     void *progress_context;
+    char **types;    /* keep dispatches of these types only (and no intervals or transitions); none: all */
+    int type_count;
+    unsigned char *type_kept;  /* by name id: 0 not asked yet, 1 kept, 2 not */
+    size_t type_kept_capacity;
 } options = {.progress_fd = -1};
+
+/* Whether dispatches of the type named by string id `name` are kept (`--type`). */
+static int type_kept(uint32_t name) {
+    if (!options.type_count) return 1;
+    grow((void **)&options.type_kept, &options.type_kept_capacity, (size_t)name + 1, 1);
+    if (!options.type_kept[name]) {
+        options.type_kept[name] = 2;
+        for (int i = 0; i < options.type_count; i++)
+            if (name && strcmp(strings[name].s, options.types[i]) == 0) options.type_kept[name] = 1;
+    }
+    return options.type_kept[name] == 1;
+}
 
 static struct {
     uint64_t events, seen, whole, kept;
@@ -1881,7 +1897,7 @@ static void heap_up(ranked *h, size_t i) {
 static void on_whole(const dispatch *d) {
     A.whole++;
     if (d->kind == side_effect_label) timeline_change(&A.line, d->end, -1);
-    if (!keep(d->begin, d->end)) return;
+    if (!keep(d->begin, d->end) || !type_kept(d->name)) return;
     A.kept++;
     int64_t parallelism = d->has_parallelism ? d->parallelism : 0;
     if (parallelism > A.max_parallelism) A.max_parallelism = parallelism;
@@ -2034,6 +2050,7 @@ static void on_inline(const katana_ctf_event *k) {
 }
 
 static void on_budget(const katana_ctf_event *k) {
+    if (!type_kept(k->name_id)) return;
     A.budget_count++;
     if (A.budget_length >= 1000) return;
     grow((void **)&A.budgets, &A.budget_capacity, A.budget_length + 1, sizeof(budget_item));
@@ -2104,7 +2121,7 @@ static void on_interval_event(const katana_ctf_event *k, int role) {
     A.interval_free[A.interval_free_count++] = found->value;
     table_remove(&A.open_intervals, found);
     uint32_t outcome = k->outcome_id;
-    if (!keep(entry.begin, k->timestamp_ns)) return;
+    if (!keep(entry.begin, k->timestamp_ns) || options.type_count) return;
     named_stats *n = named(&A.interval_stats, &A.interval_stats_capacity, &A.interval_order, &A.interval_order_length,
                            &A.interval_order_capacity, entry.name);
     n->count++;
@@ -2137,7 +2154,11 @@ static void on_transition_event(const katana_ctf_event *k, int role) {
     open_transition *t = &A.transitions[index];
     if (role == EV_TRANSITION_BEGIN) { t->begin = k->timestamp_ns; t->have |= 1; }
     else { t->end = k->timestamp_ns; t->outcome = k->outcome_id; t->have |= 2; }
-    if (t->have == 3) {
+    if (t->have == 3 && options.type_count) {
+        grow((void **)&A.transition_free, &A.transition_free_capacity, A.transition_free_count + 1, sizeof(uint32_t));
+        A.transition_free[A.transition_free_count++] = index;
+        table_remove(&A.open_transitions, found);
+    } else if (t->have == 3) {
         named_stats *n = named(&A.transition_stats, &A.transition_stats_capacity, &A.transition_order,
                                &A.transition_order_length, &A.transition_order_capacity, t->name);
         n->count++;
@@ -2787,6 +2808,9 @@ static void take_options(const katana_ctf_options *given) {
     options.progress_fd = given->progress_fd;
     options.progress = given->progress;
     options.progress_context = given->progress_context;
+    options.type_count = given->type_count > 0 ? given->type_count : 0;
+    options.types = options.type_count ? xcalloc((size_t)options.type_count, sizeof(char *)) : NULL;
+    for (int i = 0; i < options.type_count; i++) options.types[i] = xstrndup(given->types[i], strlen(given->types[i]));
 }
 
 static int analyze_event(const katana_ctf_event *event, void *context) {

@@ -138,18 +138,28 @@ public struct DumpLines {
         if out.count >= 1 << 16 { flush() }
     }
 
-    /// Which events a dump with windows keeps: those within one (an inline updater's whole run overlapping one).
+    /// Which events a dump with windows or types keeps: those within a window (an inline updater's whole run
+    /// overlapping one), and of a dispatch of one of the types (no other event then).
     public struct Selection {
-        private var windows: [ClosedRange<Int64>]
+        private var windows: [ClosedRange<Int64>]?
+        private var types: Set<String>?
         /// The trace's first event's time: given (`EventStream.rangeOrigin()`), else the first event's.
         public var origin: Int64?
 
-        /// `windows`: seconds after the trace's first event, ascending and disjoint.
-        public init(windows: [ClosedRange<Double>]) {
-            self.windows = windows.map { Export.nanosecondsAfterOrigin($0.lowerBound)...Export.nanosecondsAfterOrigin($0.upperBound) }
+        /// `windows`: seconds after the trace's first event, ascending and disjoint (nil: all of it); `types`: the
+        /// dispatched types' names (nil: all).
+        public init(windows: [ClosedRange<Double>]?, types: Set<String>? = nil) {
+            self.windows = windows?.map { Export.nanosecondsAfterOrigin($0.lowerBound)...Export.nanosecondsAfterOrigin($0.upperBound) }
+            self.types = types
         }
 
+        /// Whether the dump shows `event` (called for each event, in order).
         public mutating func takes(_ event: TraceEvent) -> Bool {
+            if let types {
+                let dispatch: Set<TraceEvent.Role> = [.enqueue, .begin, .end, .updaterInline, .budgetExceeded]
+                guard dispatch.contains(event.role), let name = event.name, types.contains(name) else { return false }
+            }
+            guard let windows else { return true }
             let duration = event.role == .updaterInline ? Int64(clamping: event.durationNanoseconds) : 0
             let starts = event.timestamp >= duration ? event.timestamp - duration : 0
             let origin = self.origin ?? starts  // the first event's (as the windows' origin is)

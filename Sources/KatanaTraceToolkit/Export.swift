@@ -28,8 +28,11 @@ public enum Export {
     /// limit what is shown: what they cut is shown to their edges, marked `cut`, with the parents it began under; the
     /// native reader skips the packets that end well before the first. `sizeLimit`: the export ends, and nothing is
     /// written, as soon as its size is projected past it (from the share of the windows, or of the trace, read).
+    /// `types`: only dispatches of these types (their names as recorded), under the side effects they run in; no
+    /// intervals or transitions.
     public static func run(trace: String, to output: String, format: Format, reader: TraceReader = .auto,
-                           progress: Bool = true, windows: [ClosedRange<Double>]? = nil, sizeLimit: Int? = nil)
+                           progress: Bool = true, windows: [ClosedRange<Double>]? = nil, types: Set<String>? = nil,
+                           sizeLimit: Int? = nil)
         throws(TraceToolkitError) -> ExportSummary
     {
         let file = try ExportFile(path: output)
@@ -39,8 +42,8 @@ public enum Export {
         let nanoseconds = merged?.map { nanosecondsAfterOrigin($0.lowerBound)...nanosecondsAfterOrigin($0.upperBound) }
         let read = Read(trace: trace, reader: reader, progress: label, windows: merged, sizeLimit: sizeLimit, file: file)
         var summary = switch format {
-        case .perfetto: try write(read, through: Timeline(sink: PerfettoSink(file: file), windows: nanoseconds))
-        case .json: try write(read, through: Timeline(sink: ChromeJSONSink(file: file), windows: nanoseconds))
+        case .perfetto: try write(read, through: Timeline(sink: PerfettoSink(file: file), windows: nanoseconds, types: types))
+        case .json: try write(read, through: Timeline(sink: ChromeJSONSink(file: file), windows: nanoseconds, types: types))
         }
         summary.bytes = file.written
         return summary

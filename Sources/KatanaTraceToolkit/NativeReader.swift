@@ -38,6 +38,8 @@ public struct AnalysisOptions: Sendable {
     public var showsProgress = false
     /// Which reader decodes the trace.
     public var reader = TraceReader.auto
+    /// Keep only dispatches of these types (their names as recorded), and no intervals or transitions; empty: all.
+    public var types: [String] = []
     public init() {}
 }
 
@@ -80,6 +82,9 @@ public enum NativeReader {
         given.end_s = options.end ?? 0
         given.min_duration_ns = options.minDurationNanoseconds
         given.progress_fd = options.progressDescriptor
+        // The reader copies the names as it takes the options.
+        let types = options.types.map { UnsafePointer(strdup($0)) }
+        defer { for type in types { free(UnsafeMutablePointer(mutating: type)) } }
         let progress = options.showsProgress ? ProgressLine("analyze") : nil
         if let progress {
             given.progress = { events, context in
@@ -90,26 +95,30 @@ public enum NativeReader {
         var buffer: UnsafeMutablePointer<CChar>?
         var length = 0
         guard let out = open_memstream(&buffer, &length) else { throw TraceToolkitError("cannot allocate the report") }
-        var error = [CChar](repeating: 0, count: 1024)
-        var status: Int32
-        if options.reader == .babeltrace2 {
-            status = try analyzeWithBabeltrace2(trace: trace, declined: nil, options: &given, out: out, error: &error)
-        } else {
-            status = withExtendedLifetime(progress) { katana_ctf_analyze(trace, &given, out, &error, error.count) }
-            progress?.end()
+        return try types.withUnsafeBufferPointer { (names) throws(TraceToolkitError) -> Data in
+            given.types = names.isEmpty ? nil : UnsafePointer(names.baseAddress)
+            given.type_count = Int32(names.count)
+            var error = [CChar](repeating: 0, count: 1024)
+            var status: Int32
+            if options.reader == .babeltrace2 {
+                status = try analyzeWithBabeltrace2(trace: trace, declined: nil, options: &given, out: out, error: &error)
+            } else {
+                status = withExtendedLifetime(progress) { katana_ctf_analyze(trace, &given, out, &error, error.count) }
+                progress?.end()
+            }
+            if status == 4 {
+                // Declined before any event: babeltrace2 reads the trace, the same analysis runs over its events.
+                let declined = Self.message(error)
+                guard options.reader == .auto else { fclose(out); free(buffer); throw Self.declinedError(declined) }
+                rewind(out)
+                status = try analyzeWithBabeltrace2(trace: trace, declined: declined, options: &given, out: out, error: &error)
+            }
+            fclose(out)
+            defer { free(buffer) }
+            guard status == 0 else { throw TraceToolkitError(Self.message(error)) }
+            guard let buffer else { throw TraceToolkitError("\(trace): the reader wrote no report") }
+            return Data(bytes: buffer, count: length)
         }
-        if status == 4 {
-            // Declined before any event: babeltrace2 reads the trace, the same analysis runs over its events.
-            let declined = Self.message(error)
-            guard options.reader == .auto else { fclose(out); free(buffer); throw Self.declinedError(declined) }
-            rewind(out)
-            status = try analyzeWithBabeltrace2(trace: trace, declined: declined, options: &given, out: out, error: &error)
-        }
-        fclose(out)
-        defer { free(buffer) }
-        guard status == 0 else { throw TraceToolkitError(Self.message(error)) }
-        guard let buffer else { throw TraceToolkitError("\(trace): the reader wrote no report") }
-        return Data(bytes: buffer, count: length)
     }
 }
 

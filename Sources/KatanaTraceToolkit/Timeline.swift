@@ -191,6 +191,8 @@ struct Timeline<Sink: TimelineSink> {
         /// Shown (with windows): its later events are shown too, across the gaps between windows, so that each
         /// dispatch is one slice — ended at the last window's edge at the latest.
         var shown = false
+        /// The side effect that dispatched it (0: none).
+        var parentID: UInt64 = 0
     }
 
     private struct ThreadKey: Hashable {
@@ -244,13 +246,42 @@ struct Timeline<Sink: TimelineSink> {
     var origin: Int64?
     /// Whether events are shown now: no windows, or inside one.
     private var emitting: Bool { windows == nil || inWindow }
+    /// The dispatched types shown (`--type`), with the side effects they run under; nil: all. Intervals and
+    /// transitions are not dispatches: not shown when set.
+    private let types: Set<String>?
+    /// Whether only a part is shown (windows, or types): what is shown is marked `Pending.shown`.
+    private var filtering: Bool { windows != nil || types != nil }
+
+    private func matches(_ name: String?) -> Bool {
+        guard let types else { return true }
+        return name.map(types.contains) ?? false
+    }
 
     private static var queueWaitGroup: AsyncGroup { AsyncGroup(category: .queueWait, name: .fixed("queue wait")) }
     private static var navigationGroup: AsyncGroup { AsyncGroup(category: .navigation, name: .fixed("navigation")) }
 
-    init(sink: Sink, windows: [ClosedRange<Int64>]? = nil) {
+    init(sink: Sink, windows: [ClosedRange<Int64>]? = nil, types: Set<String>? = nil) {
         self.sink = sink
         self.windows = windows
+        self.types = types
+    }
+
+    private static var shownFromChild: Label { .fixed("began before the dispatch of its type shown") }
+
+    /// Shows the side effects `parentID` names (and theirs) that are not shown yet, from `time`, marked cut: a
+    /// dispatch shown for its type appears under its parents.
+    private mutating func showAncestors(of parentID: UInt64?, pid: Int64, at time: Int64) {
+        var id = parentID ?? 0
+        while id != 0, let entry = pending[Key(pid: pid, id: id)], !entry.shown, entry.began, entry.isSideEffect {
+            var args = SliceArgs()
+            args.id = id
+            args.cut = Self.shownFromChild
+            sink.asyncBegin(threads[entry.beganOn].process, group: AsyncGroup(category: .sideEffect, name: entry.name),
+                            id: id, at: time, name: entry.name, args: args, flow: nil)
+            pending[Key(pid: pid, id: id)]?.shown = true
+            pending[Key(pid: pid, id: id)]?.cut = true
+            id = entry.parentID
+        }
     }
 
     private static var beganBefore: Label { .fixed("began before the window") }
@@ -282,7 +313,8 @@ struct Timeline<Sink: TimelineSink> {
     /// Shows what is in flight as the window opens: from the window's edge, marked cut.
     private mutating func openWindow(at time: Int64) {
         inWindow = true
-        for (key, entry) in pending.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) }) where !entry.shown {
+        for (key, entry) in pending.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
+        where !entry.shown && matches(entry.name.base) {
             var args = SliceArgs()
             args.id = key.id
             args.cut = Self.beganBefore
@@ -316,9 +348,10 @@ struct Timeline<Sink: TimelineSink> {
             }
             pending[key]?.cut = true
             pending[key]?.shown = true
+            if types != nil { showAncestors(of: entry.parentID, pid: key.pid, at: time) }
         }
         for (key, name) in intervals.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
-        where !shownIntervals.contains(key) {
+        where types == nil && !shownIntervals.contains(key) {
             var args = SliceArgs()
             args.id = key.id
             args.cut = Self.beganBefore
@@ -327,7 +360,7 @@ struct Timeline<Sink: TimelineSink> {
             shownIntervals.insert(key)
         }
         for (key, name) in transitions.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
-        where !shownTransitions.contains(key) {
+        where types == nil && !shownTransitions.contains(key) {
             var args = SliceArgs()
             args.id = key.id
             args.cut = Self.beganBefore
@@ -428,7 +461,7 @@ struct Timeline<Sink: TimelineSink> {
     private mutating func fromParent(_ parentID: UInt64?, process: Int, pid: Int64, at time: Int64, child: Label,
                                      childID: UInt64, flow: UInt64) -> Bool {
         guard emitting, let parentID, parentID != 0, let parent = pending[Key(pid: pid, id: parentID)], parent.isSideEffect,
-              parent.began else { return false }
+              parent.began, parent.shown || !filtering else { return false }
         var args = SliceArgs()
         args.dispatchable = child
         args.childID = childID
@@ -470,9 +503,11 @@ struct Timeline<Sink: TimelineSink> {
         switch event.role {
         case .enqueue:
             let flow = takeFlow()
-            let continued = fromParent(event.parentID, process: process, pid: pid, at: event.timestamp, child: name,
-                                       childID: event.id, flow: flow)
-            if emitting {
+            let shows = emitting && matches(event.name)
+            if shows, types != nil { showAncestors(of: event.parentID, pid: pid, at: event.timestamp) }
+            let continued = shows && fromParent(event.parentID, process: process, pid: pid, at: event.timestamp, child: name,
+                                                childID: event.id, flow: flow)
+            if shows {
                 var args = SliceArgs()
                 args.id = event.id
                 args.queue = queue
@@ -486,10 +521,12 @@ struct Timeline<Sink: TimelineSink> {
                                 name: Self.queueWaitGroup.name, args: wait, flow: nil)
             }
             pending[key] = Pending(name: name, isSideEffect: event.isSideEffect, flow: flow, enqueuedAt: event.timestamp,
-                                   enqueuedOn: thread, shown: emitting && windows != nil)
+                                   enqueuedOn: thread, shown: shows && filtering, parentID: event.parentID ?? 0)
         case .begin:
             var entry = pending[key] ?? Pending(name: name, isSideEffect: event.isSideEffect, flow: 0)
-            let shows = emitting || entry.shown
+            let shows = (emitting && matches(event.name)) || entry.shown
+            if shows, !entry.shown, types != nil { showAncestors(of: event.parentID, pid: pid, at: event.timestamp) }
+            if let parent = event.parentID { entry.parentID = parent }
             var args = SliceArgs()
             args.id = event.id
             if let parent = event.parentID, parent != 0 { args.parentID = parent }
@@ -515,15 +552,16 @@ struct Timeline<Sink: TimelineSink> {
             ran(event, queue: event.queueID, on: thread)
             entry.began = true
             entry.beganOn = thread
-            entry.shown = shows && windows != nil
+            entry.shown = shows && filtering
             pending[key] = entry
         case .end:
             guard let entry = pending.removeValue(forKey: key), entry.began else {
-                if emitting { summary.incompleteDispatches += 1 }  // begun before the trace (or what was read of it)
+                // Begun before the trace (or what was read of it).
+                if emitting && matches(event.name) { summary.incompleteDispatches += 1 }
                 return
             }
             if entry.isSideEffect { processes[process].inFlight -= 1 }
-            guard emitting || entry.shown else { return }
+            guard entry.shown || !filtering else { return }
             if entry.cut { summary.incompleteDispatches += 1 } else { summary.dispatches += 1 }
             var args = SliceArgs()
             args.outcome = outcome
@@ -537,7 +575,7 @@ struct Timeline<Sink: TimelineSink> {
         case .updaterInline:
             // One event at the end of an updater applied inline: its dispatch call, begin and end in one place.
             threads[thread].inlineRuns += 1
-            guard emitting else { return }
+            guard emitting, matches(event.name) else { return }
             var begin = starts, end = event.timestamp
             var cutBegin = false, cutEnd = false
             if let window = windows?[windowIndex] {
@@ -546,6 +584,7 @@ struct Timeline<Sink: TimelineSink> {
             }
             if cutBegin || cutEnd { summary.incompleteDispatches += 1 } else { summary.dispatches += 1 }
             var flow: Flow?
+            if types != nil { showAncestors(of: event.parentID, pid: pid, at: begin) }
             if let parent = event.parentID, parent != 0 {
                 let id = takeFlow()
                 if fromParent(parent, process: process, pid: pid, at: begin, child: name, childID: event.id, flow: id) {
@@ -564,7 +603,7 @@ struct Timeline<Sink: TimelineSink> {
             if cutEnd { ending.cut = Self.endedAfter }
             sink.threadSliceEnd(thread, at: end, args: ending)
         case .budgetExceeded:
-            guard emitting else { return }
+            guard emitting, matches(event.name) else { return }
             var args = SliceArgs()
             args.id = event.id
             args.budgetNanoseconds = event.budgetNanoseconds
@@ -580,13 +619,13 @@ struct Timeline<Sink: TimelineSink> {
                 args.parent = pending[Key(pid: pid, id: parent)]?.name
             }
             intervals[key] = name
-            guard emitting else { return }
+            guard emitting, types == nil else { return }
             if windows != nil { shownIntervals.insert(key) }
             sink.asyncBegin(process, group: AsyncGroup(category: .interval, name: name), id: event.id,
                             at: event.timestamp, name: name, args: args, flow: nil)
         case .intervalEnd:
             guard let begun = intervals.removeValue(forKey: key),
-                  emitting || shownIntervals.remove(key) != nil else { return }
+                  (emitting && types == nil) || shownIntervals.remove(key) != nil else { return }
             shownIntervals.remove(key)
             var args = SliceArgs()
             args.outcome = outcome
@@ -596,13 +635,13 @@ struct Timeline<Sink: TimelineSink> {
             var args = SliceArgs()
             args.id = event.id
             transitions[key] = name
-            guard emitting else { return }
+            guard emitting, types == nil else { return }
             if windows != nil { shownTransitions.insert(key) }
             sink.asyncBegin(process, group: Self.navigationGroup, id: event.id, at: event.timestamp, name: name,
                             args: args, flow: nil)
         case .transitionEnd:
             guard let begun = transitions.removeValue(forKey: key),
-                  emitting || shownTransitions.remove(key) != nil else { return }
+                  (emitting && types == nil) || shownTransitions.remove(key) != nil else { return }
             shownTransitions.remove(key)
             var args = SliceArgs()
             args.outcome = outcome
@@ -628,7 +667,7 @@ struct Timeline<Sink: TimelineSink> {
         // trace's end, where an instant on the thread that dispatched it says so and ends the flow its dispatch
         // call began (a flow left open is one Perfetto cannot draw: check_perfetto.py counts it as a problem).
         for (key, entry) in pending.sorted(by: { ($0.key.pid, $0.key.id) < ($1.key.pid, $1.key.id) })
-        where emitting && !entry.began && entry.enqueuedAt != nil {
+        where emitting && (entry.shown || !filtering) && !entry.began && entry.enqueuedAt != nil {
             let thread = entry.enqueuedOn
             sink.asyncEnd(threads[thread].process, group: Self.queueWaitGroup, id: key.id, at: latest,
                           name: Self.queueWaitGroup.name, args: .none)
@@ -652,7 +691,7 @@ struct Timeline<Sink: TimelineSink> {
                         name: names.joined(separator: " + ") + " \(info.tid)" + own)
         }
         // (With windows, what the last window's end cut was counted as it closed.)
-        if emitting { summary.incompleteDispatches += pending.count }
+        if emitting { summary.incompleteDispatches += pending.values.filter { $0.shown || !filtering }.count }
         summary.discarded = discarded
         try sink.finish(summary: summary)
         return summary

@@ -79,6 +79,15 @@ struct WindowOptions: ParsableArguments {
     @Option(help: "The time kept before and after each of --slowest's dispatches (default 1ms; e.g. 500us, 10ms).")
     var margin: String?
 
+    @Option(name: .customLong("type"), help: """
+        Only dispatches of this type, its name as recorded (repeat for more): in an export under the side effects \
+        they run in; no intervals or transitions.
+        """)
+    var types: [String] = []
+
+    /// The types asked for, or nil: all.
+    var typeSet: Set<String>? { types.isEmpty ? nil : Set(types) }
+
     func validate() throws {
         for (name, value) in [("--begin", begin), ("--end", end)] {
             if let value, !(value.isFinite && value >= 0) {
@@ -104,6 +113,7 @@ struct WindowOptions: ParsableArguments {
         }
         let margin = Double(try margin.map { try Analyze.duration($0, option: "--margin") } ?? 1_000_000) / 1e9
         var arguments = ["analyze", "--json", "--top", "\(slowest)", "--reader", source.reader.rawValue]
+        for type in types { arguments += ["--type", type] }
         if let begin { arguments += ["--begin", "\(begin)"] }
         if let end { arguments += ["--end", "\(end)"] }
         let analysis = try Self.runSelf(arguments + [source.trace])
@@ -168,6 +178,9 @@ struct Analyze: ParsableCommand {
     @Option(name: .customLong("min-duration"), help: "Keep dispatches whose service took at least D (e.g. 500us, 2ms).")
     var minDuration: String?
 
+    @Option(name: .customLong("type"), help: "Keep dispatches of this type, its name as recorded (repeat for more), and no intervals or transitions.")
+    var types: [String] = []
+
     @Flag(help: "Print each type's service-time distribution.")
     var histogram = false
 
@@ -203,6 +216,7 @@ struct Analyze: ParsableCommand {
         options.begin = begin
         options.end = end
         options.minDurationNanoseconds = try minDuration.map { try Self.duration($0) } ?? 0
+        options.types = types
         options.showsProgress = true
         options.reader = source.reader
         do {
@@ -337,13 +351,15 @@ struct Export: ParsableCommand {
         let limit = force ? nil : try maxSize.map { try Self.size($0) } ?? TraceExport.perfettoUILimit
         do {
             let summary = try TraceExport.run(trace: source.trace, to: output, format: format, reader: source.reader,
-                                              windows: windows, sizeLimit: limit)
+                                              windows: windows, types: window.typeSet, sizeLimit: limit)
             if summary.discarded > 0 {
                 FileHandle.standardError.write(Data("katana-trace: WARNING: \(summary.discarded) events were DISCARDED by the tracer\n".utf8))
             }
-            let edges = windows == nil ? "the trace's ends" : "the window's or the trace's ends"
+            let part = windows == nil && window.typeSet == nil
+                ? "\(summary.incompleteDispatches) cut by the trace's ends"
+                : "\(summary.incompleteDispatches) more shown in part: cut by a window's edges or the trace's ends, or parents shown from their child"
             let skipped = summary.skippedPackets > 0 ? "; \(summary.skippedPackets) packets before the window skipped unread" : ""
-            print("\(output): \(summary.dispatches) dispatches (\(summary.incompleteDispatches) cut by \(edges)), \(summary.bytes) bytes\(skipped)")
+            print("\(output): \(summary.dispatches) dispatches (\(part)), \(summary.bytes) bytes\(skipped)")
         } catch {
             throw Refused(description: "katana-trace: \(error.description)")
         }
@@ -362,7 +378,7 @@ struct Dump: ParsableCommand {
     func run() throws {
         var lines = DumpLines()
         let windows = try window.windows(source).map(TraceExport.merge)
-        var selected = windows.map { DumpLines.Selection(windows: $0) }
+        var selected = windows == nil && window.typeSet == nil ? nil : DumpLines.Selection(windows: windows, types: window.typeSet)
         do throws(TraceToolkitError) {
             let discarded = try EventStream.read(trace: source.trace, reader: source.reader, progress: "dump", payload: true,
                                                  from: windows?.first?.lowerBound,

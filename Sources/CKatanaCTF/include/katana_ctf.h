@@ -27,6 +27,9 @@ typedef struct katana_ctf_options {
     /* Progress for a person (or NULL), and what it is handed. */
     katana_ctf_progress_handler progress;
     void *progress_context;
+    /* Keep only dispatches of these types (their names as recorded), and no intervals or transitions; 0: all. */
+    const char *const *types;
+    int type_count;
 } katana_ctf_options;
 
 /* Reads the LTTng-UST CTF trace(s) under `root` and writes the analysis report, one JSON document, to `out`.
