@@ -23,6 +23,23 @@ enum Toolkit {
 
     /// `katana-trace ARGUMENTS` with babeltrace2 stopped after `stall` seconds without output (a fallback read of a
     /// damaged trace can spin), timed.
+    /// A copy of the sample whose metadata spells `field` (with its `;`) as `renamed` wherever it is declared.
+    static func sampleWithFieldRenamed(_ field: String, to renamed: String) throws -> URL {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("renamed-\(UUID().uuidString)")
+        try FileManager.default.copyItem(atPath: sample, toPath: root.path)
+        let metadata = root.appendingPathComponent("ust/uid/0/64-bit/metadata")
+        var bytes = [UInt8](try Data(contentsOf: metadata))
+        let from = Array(field.utf8), to = Array(renamed.utf8)
+        var count = 0
+        for index in 0...(bytes.count - from.count) where Array(bytes[index..<index + from.count]) == from {
+            bytes.replaceSubrange(index..<index + from.count, with: to)
+            count += 1
+        }
+        guard count > 0 else { throw RecordingError("the sample's metadata declares no \(field)") }
+        try Data(bytes).write(to: metadata)
+        return root
+    }
+
     static func trace(_ arguments: [String], stall seconds: Int) async throws
         -> (outcome: (status: Int32, out: String, err: String), seconds: Double)
     {
@@ -346,19 +363,8 @@ struct TraceToolkitTests {
     /// — it once ended with exit 1, a Python KeyError, and nothing said.
     @Test(arguments: ["check", "analyze", "export"])
     func aTraceMissingAFieldIsOneLineAndStatusTwo(command: String) async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("renamed-\(UUID().uuidString)")
+        let root = try Toolkit.sampleWithFieldRenamed("_parent_id;", to: "_parent_xd;")
         defer { try? FileManager.default.removeItem(at: root) }
-        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: root.path)
-        let metadata = root.appendingPathComponent("ust/uid/0/64-bit/metadata")
-        var bytes = [UInt8](try Data(contentsOf: metadata))
-        let from = Array("_parent_id;".utf8), to = Array("_parent_xd;".utf8)
-        var renamed = 0
-        for index in 0...(bytes.count - from.count) where Array(bytes[index..<index + from.count]) == from {
-            bytes.replaceSubrange(index..<index + from.count, with: to)
-            renamed += 1
-        }
-        try #require(renamed > 0)
-        try Data(bytes).write(to: metadata)
         var arguments = [command, root.path]
         if command == "export" { arguments += ["-o", root.appendingPathComponent("out.json").path] }
         let (outcome, _) = try await Toolkit.trace(arguments, stall: 10)
@@ -373,19 +379,8 @@ struct TraceToolkitTests {
     /// crashed on a flight-recorder dump of the kind: reader agreement seed 20483).
     @Test(.enabled(if: Fallback.babeltrace2Installed || LTTngEnvironment.underCI, "needs babeltrace2 (scripts/setup-system.sh)"))
     func aTraceMissingAFieldIsDumpedAsItIs() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("renamed-\(UUID().uuidString)")
+        let root = try Toolkit.sampleWithFieldRenamed("_name;", to: "_nbme;")
         defer { try? FileManager.default.removeItem(at: root) }
-        try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: root.path)
-        let metadata = root.appendingPathComponent("ust/uid/0/64-bit/metadata")
-        var bytes = [UInt8](try Data(contentsOf: metadata))
-        let from = Array("_name;".utf8), to = Array("_nbme;".utf8)
-        var renamed = 0
-        for index in 0...(bytes.count - from.count) where Array(bytes[index..<index + from.count]) == from {
-            bytes.replaceSubrange(index..<index + from.count, with: to)
-            renamed += 1
-        }
-        try #require(renamed > 0)
-        try Data(bytes).write(to: metadata)
         let native = try await KatanaTrace.run(["dump", "--reader", "native", root.path])
         let reference = try await KatanaTrace.run(["dump", "--reader", "babeltrace2", root.path])
         #expect(native.status == 0 && native.err.isEmpty, "\(native.err)")
