@@ -1657,6 +1657,8 @@ static struct {
     int progress_fd;
     katana_ctf_progress_handler progress;
     void *progress_context;
+    double *windows;  /* keep dispatches that began within one of these [from, to] pairs (seconds); none: all */
+    int window_count;
     char **types;    /* keep dispatches of these types only (and no intervals or transitions); none: all */
     int type_count;
     unsigned char *type_kept;  /* by name id: 0 not asked yet, 1 kept, 2 not */
@@ -1860,6 +1862,13 @@ static int keep(int64_t begin, int64_t end) {
     if (options.has_end) {
         double limit = (double)A.origin + options.end_s * 1e9;
         if ((long double)begin > (long double)limit) return 0;
+    }
+    if (options.window_count) {
+        int within = 0;
+        for (int i = 0; !within && i < options.window_count; i++)
+            within = (long double)begin >= (long double)A.origin + (long double)options.windows[2 * i] * 1e9L &&
+                     (long double)begin <= (long double)A.origin + (long double)options.windows[2 * i + 1] * 1e9L;
+        if (!within) return 0;
     }
     return end - begin >= options.min_duration;
 }
@@ -2331,6 +2340,15 @@ static void write_report(FILE *out) {
     if (options.has_begin) fprintf(out, "%.17g", options.begin_s); else fputs("null", out);
     fputs(", \"end_s\": ", out);
     if (options.has_end) fprintf(out, "%.17g", options.end_s); else fputs("null", out);
+    if (options.window_count) fprintf(out, ", \"windows\": %d", options.window_count);
+    if (options.type_count) {
+        fprintf(out, ", \"types\": [");
+        for (int i = 0; i < options.type_count; i++) {
+            fprintf(out, i ? ", " : "");
+            json_string(out, intern(options.types[i], strlen(options.types[i])));
+        }
+        fprintf(out, "]");
+    }
     fprintf(out, ", \"min_duration_ns\": %" PRId64 ", \"dispatches\": %" PRIu64 "}, \"types\": [",
             options.min_duration, A.kept);
     sort(A.type_order, A.type_order_length, sizeof(uint32_t), by_type);
@@ -2808,6 +2826,9 @@ static void take_options(const katana_ctf_options *given) {
     options.progress_fd = given->progress_fd;
     options.progress = given->progress;
     options.progress_context = given->progress_context;
+    options.window_count = given->window_count > 0 ? given->window_count : 0;
+    options.windows = options.window_count ? xcalloc((size_t)options.window_count * 2, sizeof(double)) : NULL;
+    for (int i = 0; i < 2 * options.window_count; i++) options.windows[i] = given->windows[i];
     options.type_count = given->type_count > 0 ? given->type_count : 0;
     options.types = options.type_count ? xcalloc((size_t)options.type_count, sizeof(char *)) : NULL;
     for (int i = 0; i < options.type_count; i++) options.types[i] = xstrndup(given->types[i], strlen(given->types[i]));

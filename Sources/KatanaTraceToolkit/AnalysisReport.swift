@@ -39,6 +39,10 @@ public struct AnalysisReport: Decodable, Sendable {
         public var endS: Double?
         public var minDurationNs: Int
         public var dispatches: Int
+        /// How many windows (`--slowest`) the dispatches were kept in, if any.
+        public var windows: Int?
+        /// The types kept (`--type`), if not all.
+        public var types: [String]?
     }
 
     /// Percentiles of a duration, in nanoseconds.

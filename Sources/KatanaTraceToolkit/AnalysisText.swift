@@ -9,8 +9,10 @@ extension AnalysisReport {
                          + "Record with a bigger channel (--subbuf-size=8M --num-subbuf=8).")
         }
         lines.append("\(dispatches) dispatches (\(complete) complete), max parallelism \(maxParallelism)")
-        if window.beginS != nil || window.endS != nil || window.minDurationNs != 0 {
+        if window.beginS != nil || window.endS != nil || window.minDurationNs != 0 || window.windows != nil || window.types != nil {
             var parts: [String] = []
+            if let types = window.types { parts.append("are of \(types.joined(separator: ", "))") }
+            if let windows = window.windows { parts.append("began in the \(windows) windows around the longest") }
             if window.beginS != nil || window.endS != nil {
                 let until = window.endS.map { "\(general($0)) s" } ?? "the end"
                 parts.append("began between \(general(window.beginS ?? 0)) s and \(until)")

@@ -40,6 +40,8 @@ public struct AnalysisOptions: Sendable {
     public var reader = TraceReader.auto
     /// Keep only dispatches of these types (their names as recorded), and no intervals or transitions; empty: all.
     public var types: [String] = []
+    /// Keep only dispatches that began within one of these windows (seconds after the trace's first event); nil: all.
+    public var windows: [ClosedRange<Double>]?
     public init() {}
 }
 
@@ -95,9 +97,13 @@ public enum NativeReader {
         var buffer: UnsafeMutablePointer<CChar>?
         var length = 0
         guard let out = open_memstream(&buffer, &length) else { throw TraceToolkitError("cannot allocate the report") }
+        let bounds = (options.windows ?? []).flatMap { [$0.lowerBound, $0.upperBound] }
         return try types.withUnsafeBufferPointer { (names) throws(TraceToolkitError) -> Data in
+          try bounds.withUnsafeBufferPointer { (bounds) throws(TraceToolkitError) -> Data in
             given.types = names.isEmpty ? nil : UnsafePointer(names.baseAddress)
             given.type_count = Int32(names.count)
+            given.windows = bounds.isEmpty ? nil : bounds.baseAddress
+            given.window_count = Int32(bounds.count / 2)
             var error = [CChar](repeating: 0, count: 1024)
             var status: Int32
             if options.reader == .babeltrace2 {
@@ -118,6 +124,7 @@ public enum NativeReader {
             guard status == 0 else { throw TraceToolkitError(Self.message(error)) }
             guard let buffer else { throw TraceToolkitError("\(trace): the reader wrote no report") }
             return Data(bytes: buffer, count: length)
+          }
         }
     }
 }

@@ -64,10 +64,10 @@ struct TraceSource: ParsableArguments {
 /// The part of a recording `export` and `dump` take. `--begin`/`--end` are `analyze`'s (seconds after the trace's
 /// first event); `--slowest` takes the dispatches `analyze --top` lists, within `--begin`/`--end` when given.
 struct WindowOptions: ParsableArguments {
-    @Option(help: "From S seconds after the trace's first event (as analyze --begin).")
+    @Option(help: "From S seconds after the trace's first event (analyze: the dispatches that began from then).")
     var begin: Double?
 
-    @Option(help: "To S seconds after it (as analyze --end).")
+    @Option(help: "To S seconds after it (analyze: the dispatches that began until then).")
     var end: Double?
 
     @Option(help: """
@@ -169,29 +169,18 @@ struct Analyze: ParsableCommand {
     @Option(help: "List the N longest dispatches (service time) with timestamp, id, type, thread and parent chain.")
     var top: Int?
 
-    @Option(help: "Keep dispatches that began at least S seconds after the trace's first event.")
-    var begin: Double?
-
-    @Option(help: "Keep dispatches that began at most S seconds after it.")
-    var end: Double?
+    /// `--begin`/`--end`, `--slowest`/`--margin` and `--type`, as in export and dump: here they keep the dispatches
+    /// that began in the windows.
+    @OptionGroup var window: WindowOptions
 
     @Option(name: .customLong("min-duration"), help: "Keep dispatches whose service took at least D (e.g. 500us, 2ms).")
     var minDuration: String?
-
-    @Option(name: .customLong("type"), help: "Keep dispatches of this type, its name as recorded (repeat for more), and no intervals or transitions.")
-    var types: [String] = []
 
     @Flag(help: "Print each type's service-time distribution.")
     var histogram = false
 
     func validate() throws {
         if let top, !(1...100_000).contains(top) { throw ValidationError("--top must be between 1 and 100000, got \(top)") }
-        for (name, value) in [("--begin", begin), ("--end", end)] {
-            if let value, !(value.isFinite && value >= 0) {
-                throw ValidationError("\(name) must be a number of seconds, 0 or more")
-            }
-        }
-        if let begin, let end, end < begin { throw ValidationError("--end (\(end)) is before --begin (\(begin))") }
         if let minDuration { _ = try Self.duration(minDuration) }
     }
 
@@ -213,10 +202,11 @@ struct Analyze: ParsableCommand {
     func run() throws {
         var options = AnalysisOptions()
         options.top = top ?? 0
-        options.begin = begin
-        options.end = end
+        options.begin = window.begin
+        options.end = window.end
+        if window.slowest != nil { options.windows = try window.windows(source) }
         options.minDurationNanoseconds = try minDuration.map { try Self.duration($0) } ?? 0
-        options.types = types
+        options.types = window.types
         options.showsProgress = true
         options.reader = source.reader
         do {

@@ -84,6 +84,14 @@ enum ExportWindow {
             let slowestIDs = Set((top ?? []).compactMap { ($0["id"] as? NSNumber)?.uint64Value })
             #expect(slowestIDs.count == slowest)
             #expect(slowestIDs.isSubset(of: ExportWindow.shownIDs(document)), "\(slowestIDs.subtracting(ExportWindow.shownIDs(document)))")
+            // The same windows in analyze: the dispatches that began in them, the slowest among them.
+            let windowed = try await KatanaTrace.run(["analyze", "--json", "--top", "\(slowest)", trace] + options)
+            let report = try #require(try JSONSerialization.jsonObject(with: Data(windowed.out.utf8)) as? [String: Any], "\(windowed.err)")
+            let kept = (report["window"] as? [String: Any])?["dispatches"] as? Int ?? 0
+            let all = (try JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any])?["dispatches"] as? Int ?? 0
+            #expect(kept >= slowest && kept <= all, "\(kept) of \(all)")
+            let windowedIDs = Set((report["top"] as? [[String: Any]] ?? []).compactMap { ($0["id"] as? NSNumber)?.uint64Value })
+            #expect(windowedIDs == slowestIDs)
         }
     }
 

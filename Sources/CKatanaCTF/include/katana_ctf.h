@@ -27,6 +27,10 @@ typedef struct katana_ctf_options {
     /* Progress for a person (or NULL), and what it is handed. */
     katana_ctf_progress_handler progress;
     void *progress_context;
+    /* Keep only dispatches that began within one of these windows: `window_count` pairs of seconds after the trace's
+       first event, from and to (0: no such limit). */
+    const double *windows;
+    int window_count;
     /* Keep only dispatches of these types (their names as recorded), and no intervals or transitions; 0: all. */
     const char *const *types;
     int type_count;
