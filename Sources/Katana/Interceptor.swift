@@ -218,7 +218,7 @@ public protocol DispatchInterceptor: Sendable {
 /// `forward` passes another item on instead (the rest of the chain then sees that one). A state updater that the
 /// leading typed interceptors of a store's configuration pass on reaches the store with its type known, so the
 /// store applies it as it applies an updater without interceptors, instead of through its witness: 3 pass-through
-/// interceptors of this form add about half what the erased form adds (see the README's Performance section).
+/// interceptors of this form add about half what the erased form adds (see the Performance article).
 ///
 /// ```swift
 /// struct Audit: TypedDispatchInterceptor {
