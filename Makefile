@@ -58,8 +58,9 @@ test-inspector: setup
 ## in the tests' process runner) - a TSan runtime hang, not a report; races are still all detected.
 ## KATANA_AGREEMENT_CASES: 20 of the reader agreement test's seeded cases (100 in `make test`): each is two reads by
 ## child processes, the same code as in the plain suite, and 100 under TSan starved a CI run's other tests.
+## KATANA_TSAN_SUITE: the largest recording test records a fifth of its dispatches (see it).
 test-tsan: setup
-	KATANA_AGREEMENT_CASES=$${KATANA_AGREEMENT_CASES:-20} TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+	KATANA_TSAN_SUITE=1 KATANA_AGREEMENT_CASES=$${KATANA_AGREEMENT_CASES:-20} TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
 ## A build without the LTTng trait (no liblttng-ust): it must build, and the in-memory tracing must work.
 test-notrace:
