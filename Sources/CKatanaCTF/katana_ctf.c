@@ -2163,16 +2163,14 @@ static void on_transition_event(const katana_ctf_event *k, int role) {
     open_transition *t = &A.transitions[index];
     if (role == EV_TRANSITION_BEGIN) { t->begin = k->timestamp_ns; t->have |= 1; }
     else { t->end = k->timestamp_ns; t->outcome = k->outcome_id; t->have |= 2; }
-    if (t->have == 3 && options.type_count) {
-        grow((void **)&A.transition_free, &A.transition_free_capacity, A.transition_free_count + 1, sizeof(uint32_t));
-        A.transition_free[A.transition_free_count++] = index;
-        table_remove(&A.open_transitions, found);
-    } else if (t->have == 3) {
-        named_stats *n = named(&A.transition_stats, &A.transition_stats_capacity, &A.transition_order,
-                               &A.transition_order_length, &A.transition_order_capacity, t->name);
-        n->count++;
-        tally_add(&n->outcomes, t->outcome);
-        hist_add(&n->duration, t->end - t->begin);
+    if (t->have == 3) {
+        if (!options.type_count) {  /* --type keeps no transitions */
+            named_stats *n = named(&A.transition_stats, &A.transition_stats_capacity, &A.transition_order,
+                                   &A.transition_order_length, &A.transition_order_capacity, t->name);
+            n->count++;
+            tally_add(&n->outcomes, t->outcome);
+            hist_add(&n->duration, t->end - t->begin);
+        }
         grow((void **)&A.transition_free, &A.transition_free_capacity, A.transition_free_count + 1, sizeof(uint32_t));
         A.transition_free[A.transition_free_count++] = index;
         table_remove(&A.open_transitions, found);
