@@ -160,8 +160,7 @@ public struct DumpLines {
                 guard dispatch.contains(event.role), let name = event.name, types.contains(name) else { return false }
             }
             guard let windows else { return true }
-            let duration = event.role == .updaterInline ? Int64(clamping: event.durationNanoseconds) : 0
-            let starts = event.timestamp >= duration ? event.timestamp - duration : 0
+            let starts = event.begins
             let origin = self.origin ?? starts  // the first event's (as the windows' origin is)
             self.origin = origin
             let from = starts.subtractingReportingOverflow(origin), to = event.timestamp.subtractingReportingOverflow(origin)

@@ -77,6 +77,13 @@ public struct TraceEvent: Sendable {
     /// absent; any other read refuses the trace, naming the field.
     public var missingField: String?
 
+    /// When what the event stands for began: an inline updater's event is at its end, its duration before it; any
+    /// other event at its own time.
+    var begins: Int64 {
+        let duration = role == .updaterInline ? Int64(clamping: durationNanoseconds) : 0
+        return timestamp >= duration ? timestamp - duration : 0
+    }
+
     /// Whether it is a side effect's event (enqueue, begin or end).
     public var isSideEffect: Bool { kind == "side_effect" }
 

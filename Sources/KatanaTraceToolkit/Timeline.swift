@@ -479,8 +479,7 @@ struct Timeline<Sink: TimelineSink> {
 
     mutating func take(_ event: TraceEvent) {
         // An inline updater's event stands at its end: its slice began before it.
-        let duration = event.role == .updaterInline ? Int64(clamping: event.durationNanoseconds) : 0
-        let starts = event.timestamp >= duration ? event.timestamp - duration : 0
+        let starts = event.begins
         if summary.events == 0 {
             // The windows are relative to the trace's first event (`analyze`'s origin): absolute from here on.
             let base = origin ?? starts
