@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-otlp test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
+.PHONY: setup bench test test-otlp test-install test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
 
 setup:
 	@bash scripts/setup-system.sh
@@ -39,6 +39,12 @@ test: setup examples
 test-otlp: setup
 	$(MAKE) examples EXAMPLES=TracedHTTPService
 	KATANA_TEST_OTLP=1 $(SWIFT) test --filter OTLPExportTests
+
+## Installing from a URL: a package made of the README's Install lines and quick start, resolving Katana over git
+## from a copy of this checkout, built from scratch and run with LTTng's headers and libraries hidden (a mount
+## namespace: needs root). Minutes of build, so not in `make test` (CI runs both).
+test-install: setup
+	KATANA_TEST_INSTALL=1 $(SWIFT) test --filter InstallTests
 
 ## KatanaMetrics against a real Prometheus: Examples/MetricsService (Hummingbird, swift-prometheus) under a known load,
 ## scraped every second; Prometheus's counts and p99s held against the service's own. Its own target, so `make test`

@@ -36,12 +36,14 @@ let package = Package(
                 .product(name: "KatanaFlightRecorder", package: "Katana"),
             ]
         ),
-        // The shop's own benchmark: katana-bench's harness and CLI around its scenarios (see Sources/order-bench).
+        // The shop's own benchmark: katana-bench's harness and CLI around its scenarios (see Sources/order-bench);
+        // with KatanaLTTng, so its `--trace` records to LTTng (KatanaBench alone links no LTTng).
         .executableTarget(
             name: "order-bench",
             dependencies: [
                 "OrderProcessing",
                 .product(name: "KatanaBench", package: "Katana"),
+                .product(name: "KatanaLTTng", package: "Katana"),
             ]
         ),
     ],

@@ -48,8 +48,8 @@ func runWithExitCodes<Command: ParsableCommand>(_ command: Command.Type, _ argum
     }
 }
 
-/// The LTTng provider linked into this process: present in the `katana-bench` executable (which links
-/// `KatanaLTTng`), absent in a build without the `LTTng` trait and in the package's test binary.
+/// The LTTng provider linked into this process: present in the `katana-bench` executable and in a user's bench
+/// whose target adds `KatanaLTTng`; absent otherwise, in a build without the `LTTng` trait and in the test binary.
 enum LinkedLTTng {
     static var backend: NativeTraceBackend? {
         guard let native = NativeTraceBackend.linked, native.providerName == "lttng-ust" else { return nil }
@@ -58,7 +58,7 @@ enum LinkedLTTng {
 
     static func require() throws -> NativeTraceBackend {
         guard let backend else {
-            throw ValidationError("this katana-bench has no LTTng provider linked (built without the LTTng trait?)")
+            throw ValidationError("no LTTng provider is linked into this program: its target needs the KatanaLTTng product, built with the LTTng trait (on by default)")
         }
         return backend
     }

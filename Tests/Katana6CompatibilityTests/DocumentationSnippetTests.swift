@@ -86,6 +86,8 @@ import Testing
                     let product = line[start.upperBound..<end]
                     named += 1
                     #expect(manifest.contains(".library(name: \"\(product)\""), "\(page.lastPathComponent): no product \(product)")
+                    // One spelling of the package (the identity a `.package(url:)` ending in `Katana.git` gives).
+                    #expect(line.contains("package: \"Katana\")"), "\(page.lastPathComponent): spell the package \"Katana\": \(line)")
                 }
             }
         }
