@@ -13,21 +13,24 @@ struct InstallTests {
     /// The README's manifest lines, its quick start, and the URL the Install section names.
     struct ReadmeLines {
         let dependency: String
-        let target: String
+        /// The README's `.executableTarget(` snippets: `my-bench` (Install) and `my-service` (Tracing in three steps).
+        let targets: [String]
         let quickStart: String
         let url: String
 
         init() throws {
             let readme = try String(contentsOf: Paths.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
             let blocks = Self.swiftBlocks(readme)
+            let targets = blocks.filter { $0.hasPrefix(".executableTarget(") }
             guard let dependency = blocks.first(where: { $0.hasPrefix(".package(url:") }),
-                  let target = blocks.first(where: { $0.hasPrefix(".executableTarget(") && $0.contains("\"KatanaBench\"") }),
+                  targets.contains(where: { $0.contains("\"my-bench\"") && $0.contains("\"KatanaBench\"") }),
+                  targets.contains(where: { $0.contains("\"my-service\"") && $0.contains("\"KatanaLTTng\"") }),
                   let quickStart = blocks.first(where: { $0.hasPrefix("import Katana\n") }),
                   let open = dependency.range(of: "url: \""),
                   let close = dependency[open.upperBound...].firstIndex(of: "\"")
-            else { throw RecordingError("README.md: no Install section's `.package(url:` and KatanaBench target, or no quick start") }
+            else { throw RecordingError("README.md: no `.package(url:`, `my-bench` (KatanaBench) or `my-service` (KatanaLTTng) target, or quick start") }
             self.dependency = dependency
-            self.target = target
+            self.targets = targets
             self.quickStart = quickStart
             url = String(dependency[open.upperBound..<close])
         }
@@ -35,12 +38,18 @@ struct InstallTests {
         static func swiftBlocks(_ page: String) -> [String] {
             var blocks: [String] = []
             var current: [String]?
+            var indent = 0  // a block in a list item is indented as its fence
             for line in page.split(separator: "\n", omittingEmptySubsequences: false) {
                 let trimmed = line.trimmingCharacters(in: .whitespaces)
-                if current == nil, trimmed == "```swift" { current = [] } else if current != nil, trimmed == "```" {
+                if current == nil, trimmed == "```swift" {
+                    current = []
+                    indent = line.prefix { $0 == " " }.count
+                } else if current != nil, trimmed == "```" {
                     blocks.append(current!.joined(separator: "\n"))
                     current = nil
-                } else if current != nil { current!.append(String(line)) }
+                } else if current != nil {
+                    current!.append(String(line.dropFirst(min(indent, line.prefix { $0 == " " }.count))))
+                }
             }
             return blocks
         }
@@ -68,8 +77,8 @@ struct InstallTests {
         return repository
     }
 
-    /// The user's package: the README's dependency line (its URL pointing at `repository`), its `my-bench` target, and
-    /// a program that is the quick start followed by a scenario of the same store.
+    /// The user's package: the README's dependency line (its URL pointing at `repository`) and its two targets;
+    /// `my-service` runs the quick start, `my-bench` the quick start followed by a scenario of the same store.
     static func writeUsersPackage(_ lines: ReadmeLines, repository: URL, into folder: URL) throws {
         let dependency = lines.dependency.replacingOccurrences(of: lines.url, with: repository.absoluteString)
         let manifest = """
@@ -82,7 +91,7 @@ struct InstallTests {
                     \(dependency)
                 ],
                 targets: [
-                    \(lines.target)
+                    \(lines.targets.joined(separator: "\n"))
                 ],
                 swiftLanguageModes: [.v6]
             )
@@ -102,10 +111,13 @@ struct InstallTests {
             await KatanaBenchCLI.main(scenarios: [increments])
 
             """
-        let sources = folder.appendingPathComponent("Sources/my-bench")
-        try FileManager.default.createDirectory(at: sources, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try manifest.write(to: folder.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
-        try program.write(to: sources.appendingPathComponent("main.swift"), atomically: true, encoding: .utf8)
+        for (target, code) in [("my-bench", program), ("my-service", lines.quickStart)] {
+            let sources = folder.appendingPathComponent("Sources/\(target)")
+            try FileManager.default.createDirectory(at: sources, withIntermediateDirectories: true)
+            try code.write(to: sources.appendingPathComponent("main.swift"), atomically: true, encoding: .utf8)
+        }
     }
 
     /// `command` in a mount namespace of its own where LTTng-UST's headers are an empty folder and each of its
@@ -132,7 +144,19 @@ struct InstallTests {
         return try await runSuspending(["unshare", "--mount", "sh", "-c", script, "sh", folder.path] + command)
     }
 
-    @Test func aBenchOnKatanaBenchAloneBuildsWithLTTngHidden() async throws {
+    /// `swift package katana-trace` in the user's package, keeping the tool's status in `--status-file`.
+    static func plugin(_ arguments: [String], in package: URL, statusFile: URL) async throws
+        -> (swiftStatus: Int32, toolStatus: Int?, out: String, err: String) {
+        let outcome = try await runSuspending(["swift", "package", "--package-path", package.path, "katana-trace",
+                                               "--status-file", statusFile.path] + arguments)
+        let written = try? String(contentsOf: statusFile, encoding: .utf8)
+        return (outcome.status, written.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, outcome.out, outcome.err)
+    }
+
+    /// The whole way in, in one package (one build): the bench on `KatanaBench` alone builds and runs with LTTng
+    /// hidden; then, LTTng visible, the service on `KatanaLTTng` is recorded by the command plugin and the plugin keeps
+    /// each verdict apart.
+    @Test func aPackageMadeOfTheReadmesLinesBenchmarksAndIsRecorded() async throws {
         let lines = try ReadmeLines()
         #expect(lines.url.hasPrefix("https://"), "the README's dependency line names no public URL: \(lines.url)")
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("katana-install-\(UUID().uuidString)")
@@ -142,14 +166,14 @@ struct InstallTests {
         let package = folder.appendingPathComponent("my-app")
         try Self.writeUsersPackage(lines, repository: repository, into: package)
 
+        // KatanaBench alone: builds where LTTng's headers and libraries are missing, links none of it, runs there.
         let build = try await Self.withLTTngHidden(["swift", "build", "--product", "my-bench"], in: package)
         try #require(build.status == 0, "the README's package did not build with LTTng hidden:\n\(build.out.suffix(4_000))\n\(build.err.suffix(2_000))")
         let binary = package.appendingPathComponent(".build/debug/my-bench")
         let needed = try neededLibraries(binary)
         #expect(needed.contains { $0.hasPrefix("libswiftCore") }, "readelf must list NEEDED entries: \(needed)")
         #expect(!needed.contains { $0.contains("lttng") }, "NEEDED: \(needed)")
-
-        // The quick start's output, then the scenario's histogram: it runs where LTTng's libraries are empty files.
+        // The quick start's output, then the scenario's histogram.
         let bench = try await Self.withLTTngHidden([binary.path, "-s", "increments", "--count", "2000", "--warmup", "0"], in: package)
         try #require(bench.status == 0, "\(bench.err)")
         #expect(bench.out.contains("0 → 1"), "the quick start did not run first: \(bench.out.prefix(400))")
@@ -158,5 +182,39 @@ struct InstallTests {
         let traced = try await Self.withLTTngHidden([binary.path, "-s", "increments", "--count", "10", "--trace", folder.appendingPathComponent("t").path], in: package)
         #expect(traced.status == 2, "\(traced.out)\(traced.err)")
         #expect(traced.err.contains("KatanaLTTng product"), "\(traced.err)")
+
+        // The README's tracing steps, with the plugin: record the service, analyse it.
+        try LTTngEnvironment.ensureSessiond()
+        let service = try await runSuspending(["swift", "build", "--package-path", package.path, "--product", "my-service"])
+        try #require(service.status == 0, "\(service.out.suffix(3_000))\(service.err.suffix(2_000))")
+        let status = folder.appendingPathComponent("status")
+        let trace = folder.appendingPathComponent("trace")
+        let recorded = try await Self.plugin(["record", "-o", trace.path, "--", package.appendingPathComponent(".build/debug/my-service").path],
+                                             in: package, statusFile: status)
+        try #require(recorded.swiftStatus == 0 && recorded.toolStatus == 0, "\(recorded)")
+        #expect(recorded.out.contains("0 → 1"), "the service's own output: \(recorded.out.prefix(400))")
+        let analysis = try await Self.plugin(["analyze", trace.path], in: package, statusFile: status)
+        #expect(analysis.toolStatus == 0 && analysis.out.contains("IncrementCounter"), "\(analysis)")
+
+        // The verdicts SwiftPM itself reports all as 1: whole (0), problems (1: a stream file lost, so dispatches
+        // miss events), unreadable (2), and the recorded command's own status.
+        let whole = try await Self.plugin(["check", trace.path], in: package, statusFile: status)
+        #expect(whole.swiftStatus == 0 && whole.toolStatus == 0, "\(whole)")
+        let partial = folder.appendingPathComponent("partial")
+        try FileManager.default.copyItem(at: Paths.packageRoot.appendingPathComponent("traces/sample-record"), to: partial)
+        try FileManager.default.removeItem(at: partial.appendingPathComponent("ust/uid/0/64-bit/katana_0"))
+        let problems = try await Self.plugin(["check", partial.path], in: package, statusFile: status)
+        #expect(problems.swiftStatus != 0 && problems.toolStatus == 1, "\(problems)")
+        try Data("not CTF".utf8).write(to: partial.appendingPathComponent("ust/uid/0/64-bit/metadata"))
+        let unreadable = try await Self.plugin(["check", partial.path], in: package, statusFile: status)
+        #expect(unreadable.swiftStatus != 0 && unreadable.toolStatus == 2, "\(unreadable)")
+        let failing = try await Self.plugin(["record", "-o", folder.appendingPathComponent("failing").path, "--", "sh", "-c", "exit 3"],
+                                            in: package, statusFile: status)
+        #expect(failing.swiftStatus != 0 && failing.toolStatus == 3, "\(failing)")
+        // The plugin's own option, given no file: refused before the tool runs.
+        let refused = try await runSuspending(["swift", "package", "--package-path", package.path, "katana-trace", "--status-file"])
+        #expect(refused.status != 0 && refused.err.contains("--status-file needs a file"), "\(refused)")
+        let missing = try await Self.plugin(["check", folder.appendingPathComponent("no-such-trace").path], in: package, statusFile: status)
+        #expect(missing.toolStatus == 2, "\(missing)")
     }
 }
