@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-otlp test-install test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
+.PHONY: setup bench test test-otlp test-install dist test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
 
 setup:
 	@bash scripts/setup-system.sh
@@ -40,10 +40,20 @@ test-otlp: setup
 	$(MAKE) examples EXAMPLES=TracedHTTPService
 	KATANA_TEST_OTLP=1 $(SWIFT) test --filter OTLPExportTests
 
+## katana-trace for a host without Swift (a production box where the flight recorder dumped): the Swift runtime and
+## Foundation linked in statically — one file that needs glibc and libstdc++ only, `dist/katana-trace`.
+dist:
+	$(SWIFT) build -c release --product katana-trace --static-swift-stdlib --scratch-path .build-dist
+	mkdir -p dist
+	cp .build-dist/release/katana-trace dist/katana-trace
+	strip dist/katana-trace
+	dist/katana-trace --version
+
 ## Installing from a URL: a package made of the README's Install lines and quick start, resolving Katana over git
 ## from a copy of this checkout, built from scratch and run with LTTng's headers and libraries hidden (a mount
-## namespace: needs root). Minutes of build, so not in `make test` (CI runs both).
-test-install: setup
+## namespace: needs root); and `make dist`'s katana-trace recording, analysing and exporting with the toolchain
+## hidden. Minutes of build, so not in `make test` (CI runs both).
+test-install: setup dist
 	KATANA_TEST_INSTALL=1 $(SWIFT) test --filter InstallTests
 
 ## KatanaMetrics against a real Prometheus: Examples/MetricsService (Hummingbird, swift-prometheus) under a known load,

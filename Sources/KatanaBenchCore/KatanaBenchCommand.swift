@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KatanaTrace
+import KatanaTraceToolkit
 
 /// The `katana-bench` command. Its entry point (`Sources/katana-bench`) links the LTTng provider; this module does
 /// not, so the package's test binary can use the commands without loading liblttng-ust.
@@ -13,8 +14,8 @@ public struct KatanaBenchCommand: AsyncParsableCommand {
         defaultSubcommand: Run.self
     )
 
-    /// The tool's version, as `katana-bench --version` prints it.
-    public static let version = "0.6.0"
+    /// The tool's version, as `katana-bench --version` prints it: the package's (`KatanaRelease`).
+    public static let version = KatanaRelease.version
 
     public init() {}
 

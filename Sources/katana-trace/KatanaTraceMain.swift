@@ -19,6 +19,7 @@ struct KatanaTraceCommand: ParsableCommand {
             babeltrace2 when it is installed (a note on standard error says so); babeltrace2 is stopped if it prints \
             nothing for KATANA_TRACE_STALL_SECONDS (default 30).
             """,
+        version: "katana-trace \(KatanaRelease.version)",
         subcommands: [Record.self, Check.self, Analyze.self, Export.self, Dump.self]
     )
 

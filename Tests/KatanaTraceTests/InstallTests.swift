@@ -144,6 +144,35 @@ struct InstallTests {
         return try await runSuspending(["unshare", "--mount", "sh", "-c", script, "sh", folder.path] + command)
     }
 
+    /// `command` in a mount namespace where the Swift toolchain's folder is an empty one: no `swift`, no runtime
+    /// library — a host where only the app (with the runtime it ships) and `make dist`'s katana-trace were copied.
+    static func withSwiftHidden(_ command: [String]) async throws -> (status: Int32, out: String, err: String) {
+        let swift = try run(["sh", "-c", "readlink -f \"$(command -v swift)\""])
+        let toolchain = URL(fileURLWithPath: swift.out.trimmingCharacters(in: .whitespacesAndNewlines))
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()  // …/usr/bin/swift
+        guard swift.status == 0, toolchain.path.count > 1 else { throw RecordingError("no swift on PATH: \(swift.err)") }
+        let script = #"""
+            set -e
+            mount --make-rprivate /
+            mount -t tmpfs none "$1"; shift
+            if command -v swift >/dev/null 2>&1; then echo "swift still runs" >&2; exit 98; fi
+            if ldconfig -p | grep -q libswiftCore; then echo "libswiftCore still found" >&2; exit 98; fi
+            exec "$@"
+            """#
+        return try await runSuspending(["unshare", "--mount", "sh", "-c", script, "sh", toolchain.path] + command)
+    }
+
+    /// The Swift runtime libraries, copied where an app's deployment keeps them (a slim image, a folder beside it).
+    static func copyRuntime(into folder: URL) throws {
+        let swift = try run(["sh", "-c", "readlink -f \"$(command -v swift)\""])
+        let libraries = URL(fileURLWithPath: swift.out.trimmingCharacters(in: .whitespacesAndNewlines))
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("lib/swift/linux")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for name in try FileManager.default.contentsOfDirectory(atPath: libraries.path) where name.hasSuffix(".so") {
+            try FileManager.default.copyItem(at: libraries.appendingPathComponent(name), to: folder.appendingPathComponent(name))
+        }
+    }
+
     /// `swift package katana-trace` in the user's package, keeping the tool's status in `--status-file`.
     static func plugin(_ arguments: [String], in package: URL, statusFile: URL) async throws
         -> (swiftStatus: Int32, toolStatus: Int?, out: String, err: String) {
@@ -154,8 +183,8 @@ struct InstallTests {
     }
 
     /// The whole way in, in one package (one build): the bench on `KatanaBench` alone builds and runs with LTTng
-    /// hidden; then, LTTng visible, the service on `KatanaLTTng` is recorded by the command plugin and the plugin keeps
-    /// each verdict apart.
+    /// hidden; then, LTTng visible, the service on `KatanaLTTng` is recorded by the command plugin, which keeps each
+    /// verdict apart; and `make dist`'s katana-trace records, analyses and exports it with the toolchain hidden.
     @Test func aPackageMadeOfTheReadmesLinesBenchmarksAndIsRecorded() async throws {
         let lines = try ReadmeLines()
         #expect(lines.url.hasPrefix("https://"), "the README's dependency line names no public URL: \(lines.url)")
@@ -216,5 +245,29 @@ struct InstallTests {
         #expect(refused.status != 0 && refused.err.contains("--status-file needs a file"), "\(refused)")
         let missing = try await Self.plugin(["check", folder.appendingPathComponent("no-such-trace").path], in: package, statusFile: status)
         #expect(missing.toolStatus == 2, "\(missing)")
+
+        // `make dist`'s katana-trace on a host without Swift: it records the service (which brings its runtime, as
+        // a deployed app does), analyses and exports what it recorded.
+        let dist = Paths.packageRoot.appendingPathComponent("dist/katana-trace")
+        try #require(FileManager.default.isExecutableFile(atPath: dist.path), "no \(dist.path): make test-install runs make dist first")
+        let runtime = folder.appendingPathComponent("runtime")
+        try Self.copyRuntime(into: runtime)
+        let version = try await Self.withSwiftHidden([dist.path, "--version"])
+        #expect(version.status == 0 && version.out.hasPrefix("katana-trace "), "\(version)")
+        let hostTrace = folder.appendingPathComponent("host-trace")
+        let hostRecord = try await Self.withSwiftHidden([dist.path, "record", "-o", hostTrace.path, "--", "env",
+                                                         "LD_LIBRARY_PATH=\(runtime.path)",
+                                                         package.appendingPathComponent(".build/debug/my-service").path])
+        try #require(hostRecord.status == 0 && hostRecord.out.contains("0 → 1"), "\(hostRecord)")
+        let hostAnalysis = try await Self.withSwiftHidden([dist.path, "analyze", "--json", hostTrace.path])
+        try #require(hostAnalysis.status == 0, "\(hostAnalysis.err)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(hostAnalysis.out.utf8)) as? [String: Any])
+        let types = (report["types"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        #expect(types.contains { $0.hasSuffix("IncrementCounter") } && types.contains { $0.hasSuffix("CounterIsEven") }, "\(types)")
+        let exported = folder.appendingPathComponent("host.pftrace")
+        let hostExport = try await Self.withSwiftHidden([dist.path, "export", hostTrace.path, "-o", exported.path])
+        #expect(hostExport.status == 0, "\(hostExport.err)")
+        let size = (try? FileManager.default.attributesOfItem(atPath: exported.path)[.size] as? Int) ?? 0
+        #expect(size > 100, "export wrote \(size) bytes")
     }
 }
