@@ -68,7 +68,7 @@ test-inspector: setup
 	bash scripts/test-service.sh inspector
 
 ## The suite under ThreadSanitizer, default build, in its own build folder. The test binary links no LTTng; the
-## LTTng-linked executables it runs handle TSan's verdict on liblttng-ust's exit (README → Tracing → ThreadSanitizer).
+## LTTng-linked executables it runs handle TSan's verdict on liblttng-ust's exit (the Tracing with LTTng article, ThreadSanitizer).
 ## detect_deadlocks=0: TSan's lock-order checker once hung a CI rehearsal for 20 minutes in its own internal mutex
 ## (every thread spinning in sanitizer_deadlock_detector1 MutexAfterLock, from Foundation's Process.run and NSLock
 ## in the tests' process runner) - a TSan runtime hang, not a report; races are still all detected.
@@ -84,7 +84,7 @@ test-notrace:
 
 ## The performance gate (after the tests in CI): callgrind instruction counts against
 ## Benchmarks/callgrind-baseline.json, package-benchmark's thresholds in Benchmarks/Thresholds, and a wall-clock A/B
-## against the previous commit. See README → Performance.
+## against the previous commit. See the Performance article.
 perf-gate: setup
 	python3 scripts/perf-gate all
 

@@ -112,7 +112,7 @@ let package = Package(
             dependencies: ["Katana", "KatanaRouter", "KatanaLTTng"]
         ),
         // The bench's commands, without the LTTng provider: the test binary links this, not the executable, so
-        // `swift test` loads no liblttng-ust (see README → Tracing is opt-in).
+        // `swift test` loads no liblttng-ust (see README → Tracing in three steps).
         .target(
             name: "KatanaBenchCore",
             dependencies: [

@@ -1,7 +1,7 @@
 import Dispatch
 
 // Katana 6's names where this port spells things differently: thin aliases and initialisers that only forward, so
-// Katana 6 code compiles unchanged (apart from Hydra → async/await). README → "Coming from Katana 6" has the table.
+// Katana 6 code compiles unchanged (apart from Hydra → async/await). The Migrating from Katana 6 article has the table.
 
 /// Katana 6's name for the `dispatch` a dependency container receives (``AnyDispatch``).
 public typealias PromisableStoreDispatch = AnyDispatch

@@ -94,6 +94,48 @@ import Testing
         #expect(named >= 2)
     }
 
+    /// Every "README → Section" (or "the README's Section section") in the project's sources, scripts and docs names a
+    /// heading the README has (a heading that starts with it; "A → B" a heading for each step).
+    @Test func everyReferenceToAReadmeSectionNamesOne() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let headings = readme.split(separator: "\n").filter { $0.hasPrefix("#") }
+            .map { $0.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces).lowercased() }
+        func isHeading(_ name: String) -> Bool {
+            let name = name.trimmingCharacters(in: CharacterSet(charactersIn: " *\"`'“”")).lowercased()
+            return !name.isEmpty && headings.contains { $0.hasPrefix(name) }
+        }
+        let kinds: Set<String> = ["swift", "md", "c", "h", "py", "sh", "yml"]
+        var files: [URL] = ["Makefile", ".ci/run", "scripts/perf-gate", "scripts/perf-table"].map { Self.root.appendingPathComponent($0) }
+        for folder in ["Sources", "Tests", "Examples", "Benchmarks", "scripts", "traces", "Plugins"] {
+            let enumerator = FileManager.default.enumerator(at: Self.root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
+            while let url = enumerator?.nextObject() as? URL {
+                if url.lastPathComponent.hasPrefix(".build") { enumerator?.skipDescendants(); continue }
+                if kinds.contains(url.pathExtension) { files.append(url) }
+            }
+        }
+        files.append(Self.root.appendingPathComponent("Package.swift"))
+        // A reference may wrap onto the next line of a comment.
+        let wrap = #/\n\s*(?:///|//|##|#)?\s*/#
+        let arrow = #/README(?:\.md)? →((?:\s*[^→\n.,;:()]+?\s*→)*\s*[^→\n.,;:()]+)/#
+        let section = #/the README's ([A-Z][^.,;:()]*?) section/#
+        var checked = 0
+        for file in files where FileManager.default.fileExists(atPath: file.path) {
+            let text = try String(contentsOf: file, encoding: .utf8).replacing(wrap, with: " ")
+            let name = file.path.replacingOccurrences(of: Self.root.path + "/", with: "")
+            if name == "Tests/Katana6CompatibilityTests/DocumentationSnippetTests.swift" { continue }
+            for match in text.matches(of: arrow) {
+                let steps = match.output.1.split(separator: "→").map(String.init)
+                checked += 1
+                #expect(steps.allSatisfy(isHeading), "\(name): \"\(match.output.0)\" names no README heading")
+            }
+            for match in text.matches(of: section) {
+                checked += 1
+                #expect(isHeading(String(match.output.1)), "\(name): \"\(match.output.0)\" names no README heading")
+            }
+        }
+        #expect(checked >= 2, "the references are gone: \(checked)")
+    }
+
     /// The Performance article's table is what the committed results give (`scripts/perf-table render`).
     @Test func thePerformanceTableIsMadeFromTheCommittedResults() throws {
         let process = Process()

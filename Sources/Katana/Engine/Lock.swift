@@ -106,8 +106,8 @@ final class Lock: @unchecked Sendable {
     }
 
     /// Debug builds: stops the program if this thread holds the lock. For code that calls into what may take a lock
-    /// of the Swift runtime's that is, elsewhere, held while this one is taken (the engine's lock order: README →
-    /// Threading contract). Release builds: nothing.
+    /// of the Swift runtime's that is, elsewhere, held while this one is taken (the engine's lock order: the
+    /// Threading contract article). Release builds: nothing.
     @inlinable @inline(__always)
     func assertNotHeldByThisThread(_ what: @autoclosure () -> String) {
         #if DEBUG
