@@ -271,3 +271,140 @@ struct InstallTests {
         #expect(size > 100, "export wrote \(size) bytes")
     }
 }
+
+/// The CI recipe a user copies (`Examples/OrderService/.github/workflows/bench.yml`), its steps run as written on a
+/// repository of the shop with a base and a head commit, the way GitHub Actions runs them: the workflow's and each
+/// step's `env`, `$GITHUB_ENV` carried from step to step, `$GITHUB_STEP_SUMMARY`, `$RUNNER_TEMP`. Only
+/// `CONFIGURATION` differs (debug: two release builds would take minutes more). In `make test-install` (CI runs it).
+@Suite(.enabled(if: ProcessInfo.processInfo.environment["KATANA_TEST_INSTALL"] != nil,
+                "builds the shop twice from scratch: make test-install runs this (CI does)"))
+struct BenchWorkflowTests {
+    struct Step {
+        var name: String
+        var env: [String: String] = [:]
+        var run = ""
+    }
+
+    /// The workflow's top-level `env` and its steps' names, `env` and `run` scripts (the shapes this file uses).
+    static func parse(_ yaml: String) -> (env: [String: String], steps: [Step]) {
+        var env: [String: String] = [:]
+        var steps: [Step] = []
+        var section = ""  // "env" at the top, "step-env" or "run" within a step
+        var runIndent = 0
+        func keyValue(_ line: Substring) -> (String, String)? {
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            var value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            if let comment = value.range(of: " #") { value = String(value[..<comment.lowerBound]).trimmingCharacters(in: .whitespaces) }
+            return (line[..<colon].trimmingCharacters(in: .whitespaces), value.trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+        }
+        for line in yaml.split(separator: "\n", omittingEmptySubsequences: false) {
+            let indent = line.prefix { $0 == " " }.count
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if section == "run" {
+                if text.isEmpty || indent >= runIndent {
+                    steps[steps.count - 1].run += String(line.dropFirst(min(indent, runIndent))) + "\n"
+                    continue
+                }
+                section = ""
+            }
+            if text.hasPrefix("#") || text.isEmpty { continue }
+            if indent == 0 { section = text == "env:" ? "env" : ""; continue }
+            if section == "env", indent == 2, let (key, value) = keyValue(Substring(text)) { env[key] = value; continue }
+            if text.hasPrefix("- name:") {
+                steps.append(Step(name: String(text.dropFirst("- name:".count)).trimmingCharacters(in: .whitespaces)))
+                section = ""
+            } else if !steps.isEmpty, text == "env:" {
+                section = "step-env"
+            } else if !steps.isEmpty, text == "run: |" {
+                section = "run"
+                runIndent = indent + 2
+            } else if section == "step-env", let (key, value) = keyValue(Substring(text)) {
+                steps[steps.count - 1].env[key] = value
+            }
+        }
+        return (env, steps)
+    }
+
+    @Test func theShopsBenchWorkflowGatesAPullRequestAsWritten() async throws {
+        let root = Paths.packageRoot
+        let workflow = try String(contentsOf: root.appendingPathComponent("Examples/OrderService/.github/workflows/bench.yml"), encoding: .utf8)
+        let (workflowEnv, steps) = Self.parse(workflow)
+        #expect(steps.map(\.name) == ["Build base and head", "Interleaved repetitions", "Compare (fails on a significant regression)",
+                                      "Replay recorded traffic"], "\(steps.map(\.name))")
+        #expect(workflowEnv["CONFIGURATION"] == "release")
+
+        // The shop's repository: Katana by its path here instead of by URL; a base commit, and a head that changes a
+        // comment.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("katana-workflow-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let shop = folder.appendingPathComponent("shop")
+        let runnerTemp = folder.appendingPathComponent("runner")
+        try FileManager.default.createDirectory(at: runnerTemp, withIntermediateDirectories: true)
+        let listed = try run(["git", "-C", root.path, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "Examples/OrderService"])
+        for file in listed.out.split(separator: "\0") {
+            let source = root.appendingPathComponent(String(file))
+            guard FileManager.default.fileExists(atPath: source.path) else { continue }
+            let destination = shop.appendingPathComponent(String(file.dropFirst("Examples/OrderService/".count)))
+            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(at: source, to: destination)
+        }
+        let manifest = shop.appendingPathComponent("Package.swift")
+        let original = try String(contentsOf: manifest, encoding: .utf8)
+        try #require(original.contains("path: \"../..\""))
+        try original.replacingOccurrences(of: "path: \"../..\"", with: "path: \"\(root.path)\"").write(to: manifest, atomically: true, encoding: .utf8)
+        func git(_ arguments: [String]) throws -> String {
+            let outcome = try run(["git", "-C", shop.path, "-c", "user.name=test", "-c", "user.email=test@localhost"] + arguments)
+            guard outcome.status == 0 else { throw RecordingError("git \(arguments): \(outcome.err)") }
+            return outcome.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        _ = try git(["init", "-q", "-b", "main"])
+        _ = try git(["add", "-A"])
+        _ = try git(["commit", "-q", "-m", "base"])
+        let base = try git(["rev-parse", "HEAD"])
+        try (original.replacingOccurrences(of: "path: \"../..\"", with: "path: \"\(root.path)\"") + "// the head's change\n")
+            .write(to: manifest, atomically: true, encoding: .utf8)
+        _ = try git(["commit", "-q", "-am", "head"])
+
+        // Production traffic the shop recorded and committed (`order-service --record`).
+        let service = try await ExampleBuilds.shared.executable("order-service", of: "OrderService")
+        try FileManager.default.createDirectory(at: shop.appendingPathComponent("traffic"), withIntermediateDirectories: true)
+        let recorded = try await runSuspending([service.path, "--orders", "60", "--record", shop.appendingPathComponent("traffic/orders.log").path])
+        try #require(recorded.status == 0, "\(recorded.err)")
+
+        // The steps, as Actions runs them.
+        let githubEnv = runnerTemp.appendingPathComponent("github-env")
+        let summary = runnerTemp.appendingPathComponent("step-summary")
+        try Data().write(to: githubEnv)
+        try Data().write(to: summary)
+        var outputs: [String: (status: Int32, out: String, err: String)] = [:]
+        var started = Date()
+        for step in steps {
+            var environment = workflowEnv.merging(["CONFIGURATION": "debug", "ROUNDS": "3", "SECONDS_PER_RUN": "1", "RUNNER_TEMP": runnerTemp.path,
+                                                   "GITHUB_ENV": githubEnv.path, "GITHUB_STEP_SUMMARY": summary.path]) { $1 }
+            for line in try String(contentsOf: githubEnv, encoding: .utf8).split(separator: "\n") {
+                if let equals = line.firstIndex(of: "=") { environment[String(line[..<equals])] = String(line[line.index(after: equals)...]) }
+            }
+            for (key, value) in step.env {
+                environment[key] = value.replacingOccurrences(of: "${{ github.event.pull_request.base.sha }}", with: base)
+            }
+            #expect(!environment.values.contains { $0.contains("${{") }, "\(step.name): an expression the test does not stand in for")
+            let outcome = try await runSuspending(["env", "-C", shop.path] + environment.map { "\($0)=\($1)" }
+                                                  + ["bash", "-e", "-c", step.run, step.name])
+            outputs[step.name] = outcome
+            print("workflow step \(step.name): \(Int(Date().timeIntervalSince(started))) s")
+            started = Date()
+            try #require(outcome.status == 0, "step \(step.name) failed (\(outcome.status)):\n\(outcome.out.suffix(3_000))\n\(outcome.err.suffix(3_000))")
+        }
+        let table = try String(contentsOf: summary, encoding: .utf8)
+        #expect(table.contains("bookkeeping.end_to_end") && table.contains("| "), "the job summary: \(table)")
+        for side in ["base", "head"] {
+            let merged = try JSONSerialization.jsonObject(with: Data(contentsOf: runnerTemp.appendingPathComponent("results/\(side).json"))) as? [String: Any]
+            #expect((merged?["repetitions"] as? [Any])?.count == 3, "\(side).json: \(String(describing: merged?.keys))")
+        }
+        // The replay step catches an updater that no longer ends in the recorded state.
+        let replay = try #require(steps.last)
+        let changed = try await runSuspending(["env", "-C", shop.path, "ORDER_BENCH_CHANGE=record-payment",
+                                               "HEAD_BENCH=\(runnerTemp.path)/head-bench", "bash", "-e", "-c", replay.run])
+        #expect(changed.status == 1, "a changed updater passed --verify: \(changed.out.suffix(500)) \(changed.err.suffix(500))")
+    }
+}
