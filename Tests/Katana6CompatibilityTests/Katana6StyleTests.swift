@@ -32,14 +32,14 @@ final class APIManager: @unchecked Sendable {
     func validate(_ receipt: String) -> Bool { receipt.hasPrefix("valid") }
 }
 
+enum PurchaseError: Error, Equatable { case invalidReceipt }
+struct PurchaseResult: Sendable, Equatable { let productID: String }
+
 final class AppDependencies: SideEffectDependencyContainer, @unchecked Sendable {
     let apiManager = APIManager()
     let dispatch: PromisableStoreDispatch
     init(dispatch: @escaping PromisableStoreDispatch, getState: @escaping GetState) { self.dispatch = dispatch }
 }
-
-enum PurchaseError: Error, Equatable { case invalidReceipt }
-struct PurchaseResult: Sendable, Equatable { let productID: String }
 
 // Katana's README: "both the state and dependencies types are erased, to allow for more freedom when using it in
 // libraries".
@@ -77,6 +77,18 @@ struct LibraryCountsTwice: ReturningSideEffect {
     }
 }
 
+/// An interceptor that dispatches through its context, as Katana's interceptors do.
+func noteEveryIncrement() -> StoreInterceptor {
+    return { context in
+        return { next in
+            return { dispatchable in
+                try next(dispatchable)
+                if dispatchable is IncrementCounter { context.dispatch(Note(text: "incremented")) }
+            }
+        }
+    }
+}
+
 // Katana's README helper protocol.
 protocol AppReturningSideEffect: ReturningSideEffect {
     func sideEffect(_ context: SideEffectContext<CounterState, AppDependencies>) -> Void
@@ -107,18 +119,6 @@ struct TypedDoubleCounter: ReturningSideEffect {
 struct GenerateRandomNumber: SideEffect {
     func sideEffect(_ context: SideEffectContext<CounterState, AppDependencies>) throws {
         context.dispatch(IncrementCounter())
-    }
-}
-
-/// An interceptor that dispatches through its context, as Katana's interceptors do.
-func noteEveryIncrement() -> StoreInterceptor {
-    return { context in
-        return { next in
-            return { dispatchable in
-                try next(dispatchable)
-                if dispatchable is IncrementCounter { context.dispatch(Note(text: "incremented")) }
-            }
-        }
     }
 }
 

@@ -285,16 +285,13 @@ final class Recorder: @unchecked Sendable {
 }
 
 
-// The Distributed tracing article's snippet, line for line (DocumentationSnippetTests checks it). Compiled, and run
-// only as far as it can be in a test process: `InstrumentationSystem.bootstrap` may be called once per process, so
-// the test passes a flag that skips it.
+// The Distributed tracing article's snippet, as written (DocumentationSnippetTests checks it). It bootstraps the
+// process's tracer, which may happen once per process: the test below builds it once.
 private typealias AppState = Counter
 private typealias AppDependencies = EmptySideEffectDependencyContainer
 
-func distributedTracingArticle(tracer: any Tracer, bootstrap: Bool) -> Store<Counter, EmptySideEffectDependencyContainer> {
-    if bootstrap {
-        InstrumentationSystem.bootstrap(tracer)   // the app's tracer, as for any instrumented library
-    }
+func distributedTracingArticle(tracer: any Tracer) -> Store<Counter, EmptySideEffectDependencyContainer> {
+    InstrumentationSystem.bootstrap(tracer)   // the app's tracer, as for any instrumented library
     let store = Store<AppState, AppDependencies>(stateInitializer: AppState.init,
                                                  configuration: .init(traceBackend: DistributedTraceBackend()))
     // No spans for requests the sampler dropped (swift-otel): DistributedTraceBackend(isSampled: { $0.otelIsSampled })
@@ -303,9 +300,18 @@ func distributedTracingArticle(tracer: any Tracer, bootstrap: Bool) -> Store<Cou
 }
 
 @Suite struct DistributedTracingArticleTests {
-    @Test func theArticlesStoreWorksWithTheBootstrappedTracer() async throws {
-        let store = distributedTracingArticle(tracer: InMemoryTracer(), bootstrap: false)
-        try await store.dispatch(IncrementTwice()).value
+    /// The article's store and the tracer it bootstrapped, made once per process.
+    static let article: (tracer: InMemoryTracer, store: Store<Counter, EmptySideEffectDependencyContainer>) = {
+        let tracer = InMemoryTracer()
+        return (tracer, distributedTracingArticle(tracer: tracer))
+    }()
+
+    @Test func theArticlesStoreTracesIntoTheBootstrappedTracer() async throws {
+        let (tracer, store) = Self.article
+        try await tracer.withSpan("article request") { _ in try await store.dispatch(IncrementTwice()).value }
         #expect(store.state.value == 2)
+        let spans = tracer.finishedSpans
+        let request = try #require(spans.first { $0.operationName == "article request" })
+        #expect(spans.contains { $0.operationName == "katana.side_effect" && $0.parentSpanID == request.spanID }, "\(spans.map(\.operationName))")
     }
 }

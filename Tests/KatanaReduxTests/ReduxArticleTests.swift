@@ -1,12 +1,17 @@
 import KatanaRedux
 import Testing
 
-// The Migrating from ReduxKit or ReSwift article's snippet, line for line (DocumentationSnippetTests checks it), run.
-// `IncrementAction` is the one ReduxTests.swift declares, as the article does.
-
-private struct AppState: Sendable { var count = 0 }
+// The Migrating from ReduxKit or ReSwift article's snippet, as written (DocumentationSnippetTests checks it stands
+// whole here), run: its types are local to the function, so they stand where the page puts them.
 
 private func reduxArticle() async throws -> Int {
+    struct AppState: Sendable { var count = 0 }
+
+    struct IncrementAction: SimpleStandardAction {
+        let rawPayload: Int
+        init(payload: Int) { rawPayload = payload }
+    }
+
     let reducer: Reducer<AppState> = { state, action in
         var state = state ?? AppState()
         if let increment = action as? IncrementAction { state.count += increment.rawPayload }

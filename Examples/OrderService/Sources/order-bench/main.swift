@@ -85,6 +85,13 @@ func replayTypes() -> DispatchLogTypes {
     return types
 }
 
+let replay = BenchReplay(types: replayTypes()) { context, initialState in
+    ShopStore(stateInitializer: { initialState }, configuration: .init(traceBackend: context.traceBackend))
+}
+
+await KatanaBenchCLI.main(scenarios: [checkout, bookkeeping], replay: replay)
+
+/// `ORDER_BENCH_CHANGE=record-payment`'s RecordPayment: books twice the amount.
 struct RecordPaymentBookingTwice: StateUpdater, Codable {
     let orderID: Int
     let amountCents: Int
@@ -93,9 +100,3 @@ struct RecordPaymentBookingTwice: StateUpdater, Codable {
         state.revenueCents += 2 * amountCents
     }
 }
-
-let replay = BenchReplay(types: replayTypes()) { context, initialState in
-    ShopStore(stateInitializer: { initialState }, configuration: .init(traceBackend: context.traceBackend))
-}
-
-await KatanaBenchCLI.main(scenarios: [checkout, bookkeeping], replay: replay)
