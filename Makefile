@@ -72,7 +72,7 @@ test-inspector: setup
 ## detect_deadlocks=0: TSan's lock-order checker once hung a CI rehearsal for 20 minutes in its own internal mutex
 ## (every thread spinning in sanitizer_deadlock_detector1 MutexAfterLock, from Foundation's Process.run and NSLock
 ## in the tests' process runner) - a TSan runtime hang, not a report; races are still all detected.
-## KATANA_AGREEMENT_CASES: 20 of the reader agreement test's seeded cases (100 in `make test`): each is two reads by
+## KATANA_AGREEMENT_CASES: 20 of the reader agreement test's seeded cases (100 in CI's `make test`): each is two reads by
 ## child processes, the same code as in the plain suite, and 100 under TSan starved a CI run's other tests.
 ## KATANA_TSAN_SUITE: the largest recording test records a fifth of its dispatches (see it).
 test-tsan: setup
