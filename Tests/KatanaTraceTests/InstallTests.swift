@@ -222,8 +222,12 @@ struct InstallTests {
                                              in: package, statusFile: status)
         try #require(recorded.swiftStatus == 0 && recorded.toolStatus == 0, "\(recorded)")
         #expect(recorded.out.contains("0 → 1"), "the service's own output: \(recorded.out.prefix(400))")
-        let analysis = try await Self.plugin(["analyze", trace.path], in: package, statusFile: status)
-        #expect(analysis.toolStatus == 0 && analysis.out.contains("IncrementCounter"), "\(analysis)")
+        let analysis = try await Self.plugin(["analyze", "--json", trace.path], in: package, statusFile: status)
+        #expect(analysis.toolStatus == 0, "\(analysis)")
+        let pluginReport = try #require(try? JSONSerialization.jsonObject(with: Data(analysis.out.utf8)) as? [String: Any],
+                                        "the plugin's standard output must be the report alone: \(analysis.out.prefix(500))")
+        let names = (pluginReport["types"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        #expect(names.contains { $0.hasSuffix("IncrementCounter") }, "\(names)")
 
         // The verdicts SwiftPM itself reports all as 1: whole (0), problems (1: a stream file lost, so dispatches
         // miss events), unreadable (2), and the recorded command's own status.
@@ -379,7 +383,7 @@ struct BenchWorkflowTests {
         var outputs: [String: (status: Int32, out: String, err: String)] = [:]
         var started = Date()
         for step in steps {
-            var environment = workflowEnv.merging(["CONFIGURATION": "debug", "ROUNDS": "3", "SECONDS_PER_RUN": "1", "RUNNER_TEMP": runnerTemp.path,
+            var environment = workflowEnv.merging(["CONFIGURATION": "debug", "ROUNDS": "3", "SECONDS_PER_RUN": "1", "THRESHOLD": "1000%", "RUNNER_TEMP": runnerTemp.path,
                                                    "GITHUB_ENV": githubEnv.path, "GITHUB_STEP_SUMMARY": summary.path]) { $1 }
             for line in try String(contentsOf: githubEnv, encoding: .utf8).split(separator: "\n") {
                 if let equals = line.firstIndex(of: "=") { environment[String(line[..<equals])] = String(line[line.index(after: equals)...]) }
