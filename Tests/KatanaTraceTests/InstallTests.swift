@@ -55,20 +55,26 @@ struct InstallTests {
         }
     }
 
-    /// A git repository of this checkout's files as they are now (tracked and new, not ignored), on branch `main`, in
-    /// a folder named as the published one (the URL's last part is the package's identity, `Katana`).
-    static func publish(into folder: URL, as name: String) throws -> URL {
-        let repository = folder.appendingPathComponent(name)
+    /// This checkout's files under `folder` ("" for all) as they are now — tracked and new, not ignored — copied
+    /// into `destination`, paths relative to `folder`.
+    static func copyCheckout(_ folder: String, into destination: URL) throws {
         let root = Paths.packageRoot
-        let listed = try run(["git", "-C", root.path, "ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        let listed = try run(["git", "-C", root.path, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", folder.isEmpty ? "." : folder])
         guard listed.status == 0 else { throw RecordingError("git ls-files: \(listed.err)") }
         for file in listed.out.split(separator: "\0") {
             let source = root.appendingPathComponent(String(file))
             guard FileManager.default.fileExists(atPath: source.path) else { continue }  // deleted, not yet committed
-            let destination = repository.appendingPathComponent(String(file))
-            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try FileManager.default.copyItem(at: source, to: destination)
+            let target = destination.appendingPathComponent(String(file.dropFirst(folder.isEmpty ? 0 : folder.count + 1)))
+            try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(at: source, to: target)
         }
+    }
+
+    /// A git repository of this checkout's files as they are now (tracked and new, not ignored), on branch `main`, in
+    /// a folder named as the published one (the URL's last part is the package's identity, `Katana`).
+    static func publish(into folder: URL, as name: String) throws -> URL {
+        let repository = folder.appendingPathComponent(name)
+        try copyCheckout("", into: repository)
         for command in [["init", "-q", "-b", "main"], ["add", "-A"],
                         ["-c", "user.name=test", "-c", "user.email=test@localhost", "commit", "-q", "-m", "published"]] {
             let outcome = try run(["git", "-C", repository.path] + command)
@@ -344,14 +350,7 @@ struct BenchWorkflowTests {
         let shop = folder.appendingPathComponent("shop")
         let runnerTemp = folder.appendingPathComponent("runner")
         try FileManager.default.createDirectory(at: runnerTemp, withIntermediateDirectories: true)
-        let listed = try run(["git", "-C", root.path, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "Examples/OrderService"])
-        for file in listed.out.split(separator: "\0") {
-            let source = root.appendingPathComponent(String(file))
-            guard FileManager.default.fileExists(atPath: source.path) else { continue }
-            let destination = shop.appendingPathComponent(String(file.dropFirst("Examples/OrderService/".count)))
-            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try FileManager.default.copyItem(at: source, to: destination)
-        }
+        try InstallTests.copyCheckout("Examples/OrderService", into: shop)
         let manifest = shop.appendingPathComponent("Package.swift")
         let original = try String(contentsOf: manifest, encoding: .utf8)
         try #require(original.contains("path: \"../..\""))
