@@ -173,7 +173,7 @@ let package = Package(
         ),
         .testTarget(
             name: "Katana6CompatibilityTests",
-            dependencies: ["Katana", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Katana", "KatanaTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "KatanaReduxTests",

@@ -1,4 +1,5 @@
 import Foundation
+import KatanaTestSupport
 import Testing
 
 /// The README's and the DocC articles' Swift snippets are code the tests compile and run: every ```swift block
@@ -11,31 +12,26 @@ import Testing
 
     /// Every page with snippets: the README and each catalog's articles.
     static func pages() throws -> [URL] {
-        let sources = root.appendingPathComponent("Sources")
-        var pages = [root.appendingPathComponent("README.md")]
-        let enumerator = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)
-        while let url = enumerator?.nextObject() as? URL {
-            if url.pathExtension == "md", url.path.contains(".docc/") { pages.append(url) }
-        }
-        return pages.sorted { $0.path < $1.path }
+        let articles = files(under: ["Sources"], extensions: ["md"]).filter { $0.path.contains(".docc/") }
+        return ([root.appendingPathComponent("README.md")] + articles).sorted { $0.path < $1.path }
     }
 
-    /// The ```swift blocks of a page (indented ones too, as in a list item).
-    static func snippets(_ page: String) -> [[String]] {
-        var blocks: [[String]] = []
-        var current: [String]?
-        for line in page.split(separator: "\n", omittingEmptySubsequences: false) {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if current == nil, trimmed == "```swift" {
-                current = []
-            } else if current != nil, trimmed == "```" {
-                blocks.append(current!)
-                current = nil
-            } else if current != nil {
-                current!.append(trimmed)
+    /// The files under `folders` (not build folders) whose extension is one of `extensions`.
+    static func files(under folders: [String], extensions: Set<String>) -> [URL] {
+        var files: [URL] = []
+        for folder in folders {
+            let enumerator = FileManager.default.enumerator(at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
+            while let url = enumerator?.nextObject() as? URL {
+                if url.lastPathComponent.hasPrefix(".build") { enumerator?.skipDescendants(); continue }
+                if extensions.contains(url.pathExtension) { files.append(url) }
             }
         }
-        return blocks
+        return files
+    }
+
+    /// The ```swift blocks of a page, each line trimmed (indentation aside).
+    static func snippets(_ page: String) -> [[String]] {
+        swiftSnippets(page).map { $0.map { $0.trimmingCharacters(in: .whitespaces) } }
     }
 
     /// A snippet of a package manifest (a target's dependencies), not of code.
@@ -45,18 +41,11 @@ import Testing
 
     /// The trimmed, non-empty lines of every Swift file under `Tests/` and `Examples/`, file by file.
     static func compiledFiles() throws -> [(name: String, lines: [String])] {
-        var files: [(String, [String])] = []
-        for folder in ["Tests", "Examples"] {
-            let enumerator = FileManager.default.enumerator(at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
-            while let url = enumerator?.nextObject() as? URL {
-                if url.lastPathComponent.hasPrefix(".build") { enumerator?.skipDescendants(); continue }
-                guard url.pathExtension == "swift" else { continue }
-                let lines = try String(contentsOf: url, encoding: .utf8).split(separator: "\n")
-                    .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-                files.append((url.path.replacingOccurrences(of: root.path + "/", with: ""), lines))
-            }
+        try files(under: ["Tests", "Examples"], extensions: ["swift"]).map { url in
+            let lines = try String(contentsOf: url, encoding: .utf8).split(separator: "\n")
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            return (url.path.replacingOccurrences(of: root.path + "/", with: ""), lines)
         }
-        return files
     }
 
     /// Each snippet stands whole in one compiled file — its lines in order, none between them (blank lines and
@@ -119,16 +108,9 @@ import Testing
             let name = name.trimmingCharacters(in: CharacterSet(charactersIn: " *\"`'“”")).lowercased()
             return !name.isEmpty && headings.contains { $0.hasPrefix(name) }
         }
-        let kinds: Set<String> = ["swift", "md", "c", "h", "py", "sh", "yml"]
-        var files: [URL] = ["Makefile", ".ci/run", "scripts/perf-gate", "scripts/perf-table"].map { Self.root.appendingPathComponent($0) }
-        for folder in ["Sources", "Tests", "Examples", "Benchmarks", "scripts", "traces", "Plugins"] {
-            let enumerator = FileManager.default.enumerator(at: Self.root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
-            while let url = enumerator?.nextObject() as? URL {
-                if url.lastPathComponent.hasPrefix(".build") { enumerator?.skipDescendants(); continue }
-                if kinds.contains(url.pathExtension) { files.append(url) }
-            }
-        }
-        files.append(Self.root.appendingPathComponent("Package.swift"))
+        let files = ["Makefile", ".ci/run", "scripts/perf-gate", "scripts/perf-table", "Package.swift"].map { Self.root.appendingPathComponent($0) }
+            + Self.files(under: ["Sources", "Tests", "Examples", "Benchmarks", "scripts", "traces", "Plugins"],
+                         extensions: ["swift", "md", "c", "h", "py", "sh", "yml"])
         // A reference may wrap onto the next line of a comment.
         let wrap = #/\n\s*(?:///|//|##|#)?\s*/#
         let arrow = #/README(?:\.md)? →((?:\s*[^→\n.,;:()]+?\s*→)*\s*[^→\n.,;:()]+)/#

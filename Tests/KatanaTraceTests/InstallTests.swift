@@ -20,7 +20,7 @@ struct InstallTests {
 
         init() throws {
             let readme = try String(contentsOf: Paths.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-            let blocks = Self.swiftBlocks(readme)
+            let blocks = swiftSnippets(readme).map { $0.joined(separator: "\n") }
             let targets = blocks.filter { $0.hasPrefix(".executableTarget(") }
             guard let dependency = blocks.first(where: { $0.hasPrefix(".package(url:") }),
                   targets.contains(where: { $0.contains("\"my-bench\"") && $0.contains("\"KatanaBench\"") }),
@@ -33,25 +33,6 @@ struct InstallTests {
             self.targets = targets
             self.quickStart = quickStart
             url = String(dependency[open.upperBound..<close])
-        }
-
-        static func swiftBlocks(_ page: String) -> [String] {
-            var blocks: [String] = []
-            var current: [String]?
-            var indent = 0  // a block in a list item is indented as its fence
-            for line in page.split(separator: "\n", omittingEmptySubsequences: false) {
-                let trimmed = line.trimmingCharacters(in: .whitespaces)
-                if current == nil, trimmed == "```swift" {
-                    current = []
-                    indent = line.prefix { $0 == " " }.count
-                } else if current != nil, trimmed == "```" {
-                    blocks.append(current!.joined(separator: "\n"))
-                    current = nil
-                } else if current != nil {
-                    current!.append(String(line.dropFirst(min(indent, line.prefix { $0 == " " }.count))))
-                }
-            }
-            return blocks
         }
     }
 
@@ -150,13 +131,19 @@ struct InstallTests {
         return try await runSuspending(["unshare", "--mount", "sh", "-c", script, "sh", folder.path] + command)
     }
 
+    /// The toolchain's `usr` folder, found from the `swift` on PATH (…/usr/bin/swift).
+    static func toolchainUsr() throws -> URL {
+        let swift = try run(["sh", "-c", "readlink -f \"$(command -v swift)\""])
+        let usr = URL(fileURLWithPath: swift.out.trimmingCharacters(in: .whitespacesAndNewlines))
+            .deletingLastPathComponent().deletingLastPathComponent()
+        guard swift.status == 0, usr.path.count > 1 else { throw RecordingError("no swift on PATH: \(swift.err)") }
+        return usr
+    }
+
     /// `command` in a mount namespace where the Swift toolchain's folder is an empty one: no `swift`, no runtime
     /// library — a host where only the app (with the runtime it ships) and `make dist`'s katana-trace were copied.
     static func withSwiftHidden(_ command: [String]) async throws -> (status: Int32, out: String, err: String) {
-        let swift = try run(["sh", "-c", "readlink -f \"$(command -v swift)\""])
-        let toolchain = URL(fileURLWithPath: swift.out.trimmingCharacters(in: .whitespacesAndNewlines))
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()  // …/usr/bin/swift
-        guard swift.status == 0, toolchain.path.count > 1 else { throw RecordingError("no swift on PATH: \(swift.err)") }
+        let toolchain = try toolchainUsr().deletingLastPathComponent()
         let script = #"""
             set -e
             mount --make-rprivate /
@@ -170,9 +157,7 @@ struct InstallTests {
 
     /// The Swift runtime libraries, copied where an app's deployment keeps them (a slim image, a folder beside it).
     static func copyRuntime(into folder: URL) throws {
-        let swift = try run(["sh", "-c", "readlink -f \"$(command -v swift)\""])
-        let libraries = URL(fileURLWithPath: swift.out.trimmingCharacters(in: .whitespacesAndNewlines))
-            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("lib/swift/linux")
+        let libraries = try toolchainUsr().appendingPathComponent("lib/swift/linux")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         for name in try FileManager.default.contentsOfDirectory(atPath: libraries.path) where name.hasSuffix(".so") {
             try FileManager.default.copyItem(at: libraries.appendingPathComponent(name), to: folder.appendingPathComponent(name))
