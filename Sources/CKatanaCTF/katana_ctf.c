@@ -369,13 +369,31 @@ static void finish_minbits(type *t) {
     }
 }
 
+/* An integer attribute's name: an identifier, or a chain of them (`a.b`, `a->b`), which babeltrace2 reads as its
+   first identifier (`size.q = 64` sets the size; `e.coding = none` is an unknown attribute, warned about and read
+   past). Campaign seed 12307. */
+static char *expect_attribute_name(parser *p) {
+    char *key = expect_ident(p);
+    for (;;) {
+        if (accept(p, ".")) {
+        } else if (is(peek(p), "-") && is(&p->tokens[p->at + 1], ">")) {
+            p->at += 2;
+        } else {
+            return key;
+        }
+        token *t = next(p);
+        if (t->kind != TK_IDENT)
+            fail("metadata line %d: expected a name after '.' or '->', found '%.*s'", line_of(p, t), (int)(t->n > 40 ? 40 : t->n), t->s);
+    }
+}
+
 static type *parse_integer_body(parser *p) {
     type *t = new_type(K_INT);
     t->be = p->byte_order_be;
     int have_size = 0, have_align = 0;
     expect(p, "{");
     while (!accept(p, "}")) {
-        char *key = expect_ident(p);
+        char *key = expect_attribute_name(p);
         expect(p, "=");
         if (strcmp(key, "size") == 0) {
             int64_t v = expect_number(p, NULL);
