@@ -29,6 +29,8 @@ let package = Package(
     ],
     traits: [
         .trait(name: "LTTng", description: "Emit LTTng-UST tracepoints (needs liblttng-ust-dev)."),
+        .trait(name: "InspectorServer",
+               description: "KatanaInspector on Hummingbird: its routes on an app's router, or a listener of its own."),
         .trait(name: "InjectedRegression",
                description: "Only for the CI gate's self-test: one extra allocation and extra work in every dispatch."),
         .default(enabledTraits: ["LTTng"]),
@@ -41,6 +43,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // Only KatanaMetricsTests use it: the real Prometheus exposition the metrics are checked against.
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Only with the InspectorServer trait (SwiftPM neither fetches nor builds it otherwise).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         .target(name: "CKatanaTraceProvider"),
@@ -102,10 +106,14 @@ let package = Package(
             dependencies: ["Katana", "KatanaTrace", "CKatanaMetrics", .product(name: "CoreMetrics", package: "swift-metrics")]
         ),
         // The live page: reads the flight recorder and the metrics, exports the window with the toolkit's timeline.
-        // No server of its own: the app mounts it in the one it runs (an app on Katana alone builds none of it).
+        // It answers requests for the server the app runs; with the InspectorServer trait it also brings Hummingbird
+        // routes and a listener of its own (an app on Katana alone builds none of it, nor one without the trait).
         .target(
             name: "KatanaInspector",
-            dependencies: ["KatanaFlightRecorder", "KatanaMetrics", "KatanaTrace", "KatanaTraceToolkit"]
+            dependencies: [
+                "KatanaFlightRecorder", "KatanaMetrics", "KatanaTrace", "KatanaTraceToolkit",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["InspectorServer"])),
+            ]
         ),
         .executableTarget(
             name: "katana-router-example",

@@ -10,7 +10,8 @@ let package = Package(
     name: "MetricsService",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "Katana", path: "../.."),
+        // InspectorServer: KatanaInspector's Hummingbird routes and its listener of its own.
+        .package(name: "Katana", path: "../..", traits: [.defaults, "InspectorServer"]),
         .package(name: "OrderService", path: "../OrderService"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""The live page in a real browser: starts order-service-metrics on loopback with one slow order injected, opens
-/debug/katana in headless Chromium, waits for the page's live updates (server-sent events) and reads what a person
-would see — the rendered tables, through the DevTools protocol — then checks it against what the service did.
+"""The live page in a real browser: starts order-service-metrics with one slow order injected — the inspector mounted
+on its Hummingbird server and on listeners of its own (a loopback port, a Unix socket) —, opens /debug/katana from the
+inspector's own listener in headless Chromium, waits for the page's live updates (server-sent events) and reads what a
+person would see — the rendered tables, through the DevTools protocol — then checks it against what the service did.
+The mounted page and the Unix socket answer the same; the own listener is on loopback only; nothing but GET is served.
 
-Then hostile clients, against the same service: 1,000 idle connections, an oversized and a malformed request, a
-live stream that is never read, more live streams than allowed, a stream held open past its longest duration. After
-each the service must still answer, its memory must stay bounded (RSS), and it must not have crashed.
+Then hostile clients, against the inspector's own listener: 1,000 idle connections, an oversized and a malformed
+request, a live stream that is never read, more live streams than allowed, a stream held open past its longest
+duration. After each the service must still answer, its memory must stay bounded (RSS), and it must not have crashed.
 
     check_inspector.py SERVICE-BINARY [--orders N] [--screenshot FILE.png]
 
@@ -84,6 +86,28 @@ def get(port, path, timeout=10):
         return error.code
     except OSError as error:
         return str(error)
+
+
+def unix_get(path, target, timeout=10):
+    """Status line and body of GET target over the Unix socket at path."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(timeout)
+        connection.connect(path)
+        connection.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode(), body
+
+
+def other_addresses():
+    """This host's addresses other than loopback (IPv4), as `hostname -I` lists them."""
+    try:
+        listed = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=10).stdout.split()
+    except OSError:
+        return []
+    return [address for address in listed if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", address) and not address.startswith("127.")]
 
 
 def raw(port, data, timeout=10):
@@ -189,22 +213,48 @@ def main():
             failures.append(message)
 
     stream_seconds = 3
+    socket_path = f"/tmp/katana-inspector-{os.getpid()}.sock"
     service = subprocess.Popen([args.service, "--port", "0", "--orders", str(args.orders), "--concurrency", "8",
-                                "--slow-order", str(slow_order), "--stream-seconds", str(stream_seconds)],
+                                "--slow-order", str(slow_order), "--stream-seconds", str(stream_seconds),
+                                "--inspector-port", "0", "--inspector-socket", socket_path],
                                stdout=subprocess.PIPE, text=True)
     browser = None
     try:
-        port = None
+        main_port = port = None
         deadline = time.time() + 120
         for line in service.stdout:
             match = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
             if match:
+                main_port = int(match.group(1))
+            match = re.match(r"inspector on http://127\.0\.0\.1:(\d+)/debug/katana", line)
+            if match:
                 port = int(match.group(1))
             if line.startswith("orders done") or time.time() > deadline:
                 break
-        if port is None:
-            print("check_inspector: the service did not start", file=sys.stderr)
+        if port is None or main_port is None:
+            print("check_inspector: the service did not start (or its inspector's listener did not)", file=sys.stderr)
             return 2
+
+        # The inspector's own listener, the mounted page and the Unix socket: the same answers; nothing but GET.
+        snapshot = "/debug/katana/snapshot.json"
+        check(get(main_port, snapshot) == 200, "the page mounted on the service's own server answers")
+        status, body = unix_get(socket_path, snapshot)
+        check(status == "HTTP/1.1 200 OK" and b'"types"' in body, f"the Unix socket listener answers: {status}")
+        for method in ("POST", "PUT", "DELETE"):
+            answer = raw(port, f"{method} {snapshot} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+            check(answer.startswith(b"HTTP/1.1 405"), f"{method} is refused (405): {answer[:30]!r}")
+        head = raw(port, b"HEAD /debug/katana HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        check(head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n"), f"HEAD gets the headers alone: {head[-40:]!r}")
+        addresses = other_addresses()
+        for address in addresses:
+            try:
+                with socket.create_connection((address, port), timeout=5):
+                    reached = True
+            except OSError:
+                reached = False
+            check(not reached, f"the inspector's own listener is on loopback only: {address}:{port} refused")
+        if not addresses:
+            print("note: this host has no address but loopback; the loopback-only check had nothing to try")
         base = f"http://127.0.0.1:{port}/debug/katana"
 
         websocket = load_websocket()
@@ -286,6 +336,8 @@ def main():
         browser.wait(timeout=30)
         hostile(service, port, stream_seconds, check)
     finally:
+        if os.path.exists(socket_path):
+            os.unlink(socket_path)
         for process in (browser, service):
             if process and process.poll() is None:
                 process.send_signal(signal.SIGTERM)

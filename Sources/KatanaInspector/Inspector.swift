@@ -4,7 +4,9 @@ import KatanaMetrics
 import KatanaTrace
 package import KatanaTraceToolkit
 
-/// A live page of what a running store is doing — `/debug/katana` — for the HTTP server the app already runs.
+/// A live page of what a running store is doing — `/debug/katana` — for the HTTP server the app already runs, or
+/// (with the package's `InspectorServer` trait) on a listener of its own: `serve(on:idleTimeout:onListening:)`, in
+/// <doc:LivePage>.
 ///
 /// It reads what the app already records and records nothing itself: the flight recorder's window (the slowest and
 /// failed dispatches with their parents, the side effects in flight, the recent updaters) and, when given,
@@ -13,7 +15,8 @@ package import KatanaTraceToolkit
 /// and the dispatching threads never wait for it.
 ///
 /// Nothing on it changes a store. The state is shown only when the app hands a redaction closure to ``showState(_:)``.
-/// The server decides who can reach it: bind it to loopback (the examples do) unless told otherwise.
+/// Who can reach it: its own listener binds loopback unless the app names another address; mounted, the app's server
+/// decides (bind that one to loopback too, as the examples do).
 public final class Inspector: @unchecked Sendable {
     /// What the inspector reads and how it serves.
     public struct Configuration: Sendable {

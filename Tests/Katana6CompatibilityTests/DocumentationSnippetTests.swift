@@ -78,13 +78,21 @@ import Testing
         #expect(checked > 15, "the pages' snippets are gone")
     }
 
-    /// A manifest snippet names products this package has.
+    /// A manifest snippet names products (and traits) this package has.
     @Test func everyProductAManifestSnippetNamesExists() throws {
         let manifest = try String(contentsOf: Self.root.appendingPathComponent("Package.swift"), encoding: .utf8)
         var named = 0
         for page in try Self.pages() {
             for block in Self.snippets(try String(contentsOf: page, encoding: .utf8)) where Self.isManifest(block) {
                 for line in block {
+                    // A trait a dependency line enables is one the package declares.
+                    if let traits = line.range(of: "traits: [") {
+                        for name in line[traits.upperBound...].prefix(while: { $0 != "]" }).split(separator: ",")
+                            .map({ $0.trimmingCharacters(in: .whitespaces) }) where name.hasPrefix("\"") {
+                            named += 1
+                            #expect(manifest.contains(".trait(name: \(name)"), "\(page.lastPathComponent): no trait \(name)")
+                        }
+                    }
                     guard let start = line.range(of: ".product(name: \""), let end = line[start.upperBound...].firstIndex(of: "\"")
                     else { continue }
                     let product = line[start.upperBound..<end]

@@ -3,12 +3,14 @@
 // Prometheus's text format; /debug/katana is KatanaInspector's live page.
 //
 //   order-service-metrics [--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID]
-//                         [--stream-seconds N]
+//                         [--stream-seconds N] [--inspector-port N] [--inspector-socket PATH]
 //
 // It listens on 127.0.0.1 (port 0: any free one; the line "listening on http://127.0.0.1:PORT" says which), takes
 // --orders orders --concurrency at a time, then keeps serving until SIGTERM or SIGINT. --report writes, once the orders
 // are done, what the service itself measured of them: per dispatched type, how many ended and the p99 of their service
-// time in an HdrHistogram — what `check_prometheus.py` holds Prometheus's answers against.
+// time in an HdrHistogram — what `check_prometheus.py` holds Prometheus's answers against. --inspector-port and
+// --inspector-socket also serve the live page on a listener of its own (127.0.0.1:N, a Unix socket), as an app that
+// runs no HTTP server would; the line "inspector on URL" says where.
 import Foundation
 import HTTPTypes
 import Histogram
@@ -26,15 +28,17 @@ let tool = "order-service-metrics"
 
 /// A line on standard output, written at once (a check reads them as they come).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
-let options = OrderService.options(tool, usage: "[--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID] [--stream-seconds N]",
-                                   flags: ["--port", "--orders", "--concurrency", "--report", "--slow-order", "--stream-seconds"])
+let options = OrderService.options(tool, usage: "[--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID] [--stream-seconds N] [--inspector-port N] [--inspector-socket PATH]",
+                                   flags: ["--port", "--orders", "--concurrency", "--report", "--slow-order", "--stream-seconds",
+                                           "--inspector-port", "--inspector-socket"])
 let orders = OrderService.number(options, "--orders", default: 2_000, tool: tool)
 let concurrency = OrderService.number(options, "--concurrency", default: 32, tool: tool)
-let port: Int = {
-    guard let text = options["--port"] else { return 8080 }
-    guard let port = Int(text), (0...65_535).contains(port) else { OrderService.fail(tool, "--port takes 0 to 65535, not '\(text)'") }
+func portOption(_ flag: String, default value: Int) -> Int {
+    guard let text = options[flag] else { return value }
+    guard let port = Int(text), (0...65_535).contains(port) else { OrderService.fail(tool, "\(flag) takes 0 to 65535, not '\(text)'") }
     return port
-}()
+}
+let port = portOption("--port", default: 8080)
 
 // 1. The metrics backend, with KatanaMetrics' buckets (100 ns to 10 s) for its two histograms.
 let registry = PrometheusCollectorRegistry()
@@ -76,8 +80,8 @@ router.get("metrics") { _, _ -> Response in
 }
 router.get("health") { _, _ in "ok\n" }
 
-// 4. The live page, on the same server: KatanaInspector answers, Hummingbird sends. The state is shown, with what a
-// page must not show left out (customers' orders only as counts).
+// 4. The live page, on the same server (KatanaInspector's routes, with the package's InspectorServer trait). The state
+// is shown, with what a page must not show left out (customers' orders only as counts).
 // --stream-seconds: how long one live page's stream lasts before the browser reconnects (the check shortens it).
 let streamSeconds = OrderService.number(options, "--stream-seconds", default: 600, tool: tool)
 let inspector = Inspector(.init(metrics: metrics, metricsPath: "/metrics", maxStreamDuration: .seconds(streamSeconds)))
@@ -86,21 +90,21 @@ inspector.showState {
     return ["orders": state.orders.count, "shipped": state.count(.shipped), "failed": state.failed,
             "revenue_cents": state.revenueCents, "stock_skus": state.stock.count]
 }
-@Sendable func inspect(_ request: Request, _ context: some RequestContext) -> Response {
-    let answer = inspector.respond(method: request.method.rawValue, path: request.uri.path)
-    var headers = HTTPFields()
-    for (name, value) in answer.headers { if let field = HTTPField.Name(name) { headers[field] = value } }
-    let body: ResponseBody = switch answer.body {
-    case .bytes(let bytes): ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
-    case .stream(let run): ResponseBody { writer in
-            await run { bytes in try await writer.write(ByteBuffer(bytes: bytes)) }
-            try await writer.finish(nil)
+inspector.addRoutes(to: router)
+
+// 5. Or on a listener of its own — loopback unless told otherwise — as an app that runs no HTTP server would.
+var listeners: [Inspector.Address] = []
+if options["--inspector-port"] != nil { listeners.append(.loopback(port: portOption("--inspector-port", default: 0))) }
+if let path = options["--inspector-socket"] { listeners.append(.unixSocket(path)) }
+for address in listeners {
+    Task {
+        do {
+            try await inspector.serve(on: address) { url in say("inspector on \(url)") }
+        } catch {
+            OrderService.fail(tool, "the inspector's listener on \(address): \(error)")
         }
     }
-    return Response(status: HTTPResponse.Status(code: answer.status), headers: headers, body: body)
 }
-router.get("debug/katana", use: inspect)
-router.get("debug/katana/**", use: inspect)
 
 let app = Application(
     router: router,
