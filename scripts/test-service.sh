@@ -13,7 +13,7 @@
 # run; elsewhere the check is skipped with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build="${KATANA_EXAMPLES_BUILD:-.build/examples}/MetricsService"
+build=".build/examples/MetricsService"
 service="$build/debug/order-service-metrics"
 
 case "${1:-}" in

@@ -10,12 +10,9 @@ actor ExampleBuilds {
     static let shared = ExampleBuilds()
     private var built: [String: Task<URL, any Error>] = [:]
 
-    /// The scratch folder of `example`'s build (under `KATANA_EXAMPLES_BUILD` when set, as the Makefile does).
+    /// The scratch folder of `example`'s build (where `make examples` builds it).
     nonisolated static func scratch(_ example: String) -> URL {
-        if let folder = ProcessInfo.processInfo.environment["KATANA_EXAMPLES_BUILD"], !folder.isEmpty {
-            return URL(fileURLWithPath: folder).appendingPathComponent(example)
-        }
-        return Paths.packageRoot.appendingPathComponent(".build/examples/\(example)")
+        Paths.packageRoot.appendingPathComponent(".build/examples/\(example)")
     }
 
     /// Builds `Examples/example` (debug; every product, once: two builds in one scratch folder would collide) and
