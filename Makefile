@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-ci test-otlp test-install dist test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
+.PHONY: setup bench test test-ci walk test-otlp test-install dist test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
 
 setup:
 	@bash scripts/setup-system.sh
@@ -37,6 +37,11 @@ test: setup examples
 ## trace instead of 40, and the recording suite's checks that CI owns the only session daemon. Reuses that build.
 test-ci: setup examples
 	CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|LTTngRecordingTests'
+
+## The Architecture article's dispatch walk, held to what a dispatch enters: a debug katana-bench under callgrind
+## (scripts/dispatch-walk; `scripts/dispatch-walk --write` rewrites the article's table after a change to the walk).
+walk: setup
+	python3 scripts/dispatch-walk --check
 
 ## Distributed tracing end to end: Examples/TracedHTTPService built (its OpenTelemetry dependencies take minutes, so
 ## not in `make test`), its spans exported over OTLP/HTTP to a receiver on loopback and checked. CI runs it.
