@@ -159,11 +159,12 @@ void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, 
 }
 
 void katana_fr_updater_inline_since(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
-                                    uint64_t started, uint8_t outcome) {
+                                    uint64_t started, uint8_t outcome, uint32_t listeners) {
     ring *r = ring_or_discard();
     if (!r) return;
+    uint64_t told = listeners < 0xffff ? listeners : 0xffff;
     put_record(r, katana_duration_start(), id, parent, started, name,
-               (uint64_t)parallelism | (uint64_t)KATANA_FR_INLINE_SINCE << 32 | (uint64_t)outcome << 56);
+               (uint64_t)parallelism | (uint64_t)KATANA_FR_INLINE_SINCE << 32 | told << 40 | (uint64_t)outcome << 56);
 }
 
 int katana_fr_enabled(void) { return 1; }

@@ -352,8 +352,8 @@ void katana_metrics_updater_inline(katana_metrics *m, const char *name, uint64_t
 }
 
 void katana_metrics_updater_inline_since(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
-                                         uint64_t started, uint8_t outcome) {
-    (void)id, (void)parent, (void)parallelism;
+                                         uint64_t started, uint8_t outcome, uint32_t listeners) {
+    (void)id, (void)parent, (void)parallelism, (void)listeners;
     uint64_t duration = katana_duration_ns(started);
     katana_metrics *m = atomic_load_explicit(&primary, memory_order_relaxed);
     if (m) katana_metrics_updater_inline(m, name, duration, outcome);

@@ -101,7 +101,7 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline final var chainRecord: (id: UInt64, parentID: UInt64) = (0, 0)
     /// An in-process recorder's `updater_inline`, given the start token (its end is its one clock read).
     @usableFromInline final let directUpdaterInline:
-        (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8) -> Void)?
+        (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8, UInt32) -> Void)?
 
     /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
     /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
@@ -133,6 +133,9 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
     /// The lane holder's snapshot of `listenersNeedOldState` for the items it applies now.
     @usableFromInline @exclusivity(unchecked) final var keepOldStates = false  // lane holder
+    /// How many listeners the lane holder's last inline change was handed to (`applyAndNotify`), for that updater's
+    /// trace event: read before the lane is given back, so no other change comes between.
+    @usableFromInline @exclusivity(unchecked) final var listenersTold: UInt32 = 0  // lane holder
     /// New-state listeners only: a change was applied in this batch and not yet delivered.
     @usableFromInline @exclusivity(unchecked) final var newStatePending = false  // lane holder
     @usableFromInline @exclusivity(unchecked) final var finished: [FinishedUpdater] = []  // lane holder

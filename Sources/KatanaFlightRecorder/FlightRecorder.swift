@@ -77,6 +77,9 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
         public var outcome: DispatchOutcome?
         /// The recording thread's id.
         public var thread: Int32
+        /// For ``What/updaterInline``: how many listeners its change was handed to (up to 65,535; a dump does not
+        /// keep it). Nil for the other events (a batch's count is its ``What/listenersNotified`` event's `count`).
+        public var listeners: UInt32?
     }
 
     /// The recorder's current window — what ``dump(to:)`` would write — in memory: each thread's recent events,
@@ -107,7 +110,8 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
                     value: raw.a, count: raw.b, kind: dispatch ? DispatchKind(rawValue: raw.kind) : (what == .updaterInline ? .stateUpdater : nil),
                     lane: what == .enqueue || what == .begin || what == .end ? DispatchLane(rawValue: raw.queue) : (what == .updaterInline ? .updaterInline : nil),
                     outcome: what == .end || what == .updaterInline || what == .intervalEnd || what == .transitionEnd ? DispatchOutcome(rawValue: raw.outcome) : nil,
-                    thread: raw.tid))
+                    thread: raw.tid,
+                    listeners: what == .updaterInline ? UInt32(raw.kind) | UInt32(raw.queue) << 8 : nil))
             }, Unmanaged.passUnretained(visit).toOpaque(), &now)
         }
         return (visit.events, now)
@@ -121,7 +125,7 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
 
     public var isEnabled: Bool { true }
     package var enabledFunction: @convention(c) () -> Int32 { katana_fr_enabled }
-    package var updaterInlineSinceFunction: (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8) -> Void)? {
+    package var updaterInlineSinceFunction: (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8, UInt32) -> Void)? {
         katana_fr_updater_inline_since
     }
     public var combinesInlineUpdaters: Bool { true }
@@ -143,8 +147,10 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
     }
 
     public func updaterInline(_ event: UpdaterInlineEvent) {
+        let listeners = min(event.listeners, 0xffff)  // the record's kind and queue bytes
         katana_fr_record(UInt8(KATANA_FR_INLINE), 0, event.id, event.parentID, event.name.cString,
-                         event.durationNanoseconds, event.parallelism, 0, 0, event.outcome.rawValue)
+                         event.durationNanoseconds, event.parallelism, UInt8(truncatingIfNeeded: listeners),
+                         UInt8(truncatingIfNeeded: listeners >> 8), event.outcome.rawValue)
     }
 
     public func budgetExceeded(_ event: BudgetExceededEvent) {

@@ -93,8 +93,8 @@ struct Snapshot: Encodable {
         /// Whether it changed the state: applied (Katana, like Katana 6, takes every applied updater as a change,
         /// and hands it to the listeners); false when it threw.
         var changed: Bool
-        /// Listeners handed the change, where the window records it (a batch applied in the lane); nil where it
-        /// does not (an updater applied inline tells its listeners before its one event, and records no batch).
+        /// Listeners handed the change: an inline updater's event carries the count, a batch applied in the lane
+        /// records it after its updaters; nil where the window no longer holds it.
         var listeners: UInt32?
         var endedAgoNanoseconds: UInt64
 
@@ -172,6 +172,7 @@ extension Snapshot {
                     dispatch.ended = event.timestamp
                     dispatch.service = event.value
                     dispatch.outcome = event.outcome
+                    dispatch.listeners = event.listeners
                     lastUpdater[event.thread] = event.id
                 }
                 seen[event.id] = dispatch

@@ -105,7 +105,7 @@ package protocol DirectRecordingBackend: TraceBackend {
     /// Non-zero while it records; called once per dispatch.
     var enabledFunction: @convention(c) () -> Int32 { get }
     /// Records an updater applied inline: (id, parent id, NUL-terminated name, parallelism, start token from
-    /// `katana_duration_start`, outcome), at its end; nil when this instance has no such function (the store then
-    /// calls ``TraceBackend/updaterInline(_:)``).
-    var updaterInlineSinceFunction: (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8) -> Void)? { get }
+    /// `katana_duration_start`, outcome, listeners handed its change), at its end; nil when this instance has no such
+    /// function (the store then calls ``TraceBackend/updaterInline(_:)``).
+    var updaterInlineSinceFunction: (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8, UInt32) -> Void)? { get }
 }

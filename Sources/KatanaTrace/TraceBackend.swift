@@ -21,7 +21,8 @@ public protocol TraceBackend: Sendable {
     func updaterInline(_ event: UpdaterInlineEvent)
     /// A store finished initialising its state and interceptors.
     func storeReady(storeID: UInt64, stateType: TraceName)
-    /// `listeners` listeners were handed `changes` (old, new) pairs in one batch.
+    /// `listeners` listeners were handed `changes` (old, new) pairs in one batch — or an inline updater's change, right
+    /// after its end event (an updater reported as one ``updaterInline(_:)`` event carries the count instead).
     func listenersNotified(storeID: UInt64, changes: UInt32, listeners: UInt32)
     /// A user interval (`SideEffectContext.interval`, `traceInterval`) started. `parentID` is the side effect it
     /// runs in (0 outside one); `intervalID` pairs it with its end.

@@ -147,16 +147,22 @@ public struct UpdaterInlineEvent: Sendable, Equatable {
     public var durationNanoseconds: UInt64
     /// How applying it ended.
     public var outcome: DispatchOutcome
+    /// How many listeners its change was handed to (0 when it threw: no change): an inline updater tells them
+    /// before its end, so its one event carries what a batch's `listeners_notified` says. Kept by the in-process
+    /// backends (the flight recorder's window, which the live page reads); LTTng's `updater_inline` has no field
+    /// for it.
+    public var listeners: UInt32
 
     /// An inline updater's event with every field.
     public init(id: UInt64, parentID: UInt64, name: TraceName, parallelism: UInt32, durationNanoseconds: UInt64,
-                outcome: DispatchOutcome) {
+                outcome: DispatchOutcome, listeners: UInt32 = 0) {
         self.id = id
         self.parentID = parentID
         self.name = name
         self.parallelism = parallelism
         self.durationNanoseconds = durationNanoseconds
         self.outcome = outcome
+        self.listeners = listeners
     }
 
     /// The three events it stands for, as a backend that records each would have seen them.

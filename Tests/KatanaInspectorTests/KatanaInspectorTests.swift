@@ -43,6 +43,19 @@ struct HoldsTheLane: StateUpdater {
     }
 }
 
+/// Types of their own for the listener-count test (the process's flight recorder is shared with the other tests):
+/// one applied on the dispatching thread, one refused there, one through an interceptor.
+struct TallyInline: StateUpdater {
+    func updateState(_ state: inout Counter) { state.orders += 1 }
+}
+struct RefuseInline: ThrowingStateUpdater {
+    struct Refused: Error {}
+    func updateState(_ state: inout Counter) throws { throw Refused() }
+}
+struct TallyIntercepted: StateUpdater {
+    func updateState(_ state: inout Counter) { state.orders += 1 }
+}
+
 /// Reserves slowly, then has its card declined: a slow child and a failed child, both with this as parent.
 struct Checkout: SideEffect {
     func sideEffect(_ context: SideEffectContext<Counter, EmptySideEffectDependencyContainer>) async throws {
@@ -141,6 +154,34 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
         #expect(applied["changed"] as? Bool == true)
         #expect(updaters.first { $0["name"] as? String == name(DeclineCard.self) }?["changed"] as? Bool == false)
         #expect((snapshot["links"] as? [String: String])?["trace"] == "/debug/katana/trace.pftrace")
+    }
+
+    /// An updater applied on the dispatching thread hands its change to the listeners before its one trace event:
+    /// the page shows how many, from that event — recorded directly into the flight recorder, through a multiplex
+    /// beside the metrics, and after an interceptor; none for an updater that threw (no change).
+    @Test func theRecentUpdatersShowHowManyListenersTheirChangeReached() async throws {
+        let metrics = try DispatchMetrics(.init(exportInterval: nil))
+        let direct = CounterStore(stateInitializer: { Counter() }, configuration: .init(traceBackend: FlightRecorder.shared))
+        let beside = CounterStore(stateInitializer: { Counter() }, configuration: .init(traceBackend: metrics.alongside(FlightRecorder.shared)))
+        let intercepted = CounterStore(interceptors: [{ _ in { next in { try next($0) } } }], stateInitializer: { Counter() },
+                                       configuration: .init(traceBackend: FlightRecorder.shared))
+        for (store, count) in [(direct, 2), (beside, 3), (intercepted, 1)] {
+            for _ in 0..<count { store.addListener { _, _ in } }
+        }
+        direct.dispatch(TallyInline())
+        _ = try? await direct.dispatch(RefuseInline()).value
+        beside.dispatch(TallyInline())
+        intercepted.dispatch(TallyIntercepted())
+
+        let inspector = Inspector(.init(refresh: .zero, rows: 100_000))
+        let snapshot = try json(inspector.respond(method: "GET", path: "/debug/katana/snapshot.json"))
+        let updaters = try #require(snapshot["updaters"] as? [[String: Any]])
+        let tallies = updaters.filter { $0["name"] as? String == name(TallyInline.self) }.compactMap { $0["listeners"] as? Int }
+        #expect(tallies.sorted() == [2, 3], "\(updaters.filter { $0["name"] as? String == name(TallyInline.self) })")
+        let refused = try #require(updaters.first { $0["name"] as? String == name(RefuseInline.self) })
+        #expect(refused["listeners"] as? Int == 0 && refused["changed"] as? Bool == false, "\(refused)")
+        let through = try #require(updaters.first { $0["name"] as? String == name(TallyIntercepted.self) })
+        #expect(through["listeners"] as? Int == 1, "\(through)")
     }
 
     /// The state is not shown until the app enables it, and then only as its redaction closure gives it.

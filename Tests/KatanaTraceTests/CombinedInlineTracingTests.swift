@@ -55,6 +55,35 @@ private extension InMemoryTraceBackend {
 /// carrying what the three would have: id, parent, name, parallelism at its begin, its duration and outcome. Queued,
 /// held and budgeted updaters and side effects keep the three events at the moments they happen.
 @Suite struct CombinedInlineTracingTests {
+    /// An inline updater hands its change to the listeners before its end: its one event says to how many (none when
+    /// it threw), directly or after an interceptor; traced as three events (a backend that does not combine), a
+    /// `listeners_notified` after its end says it, as a batch's does.
+    @Test func anInlineUpdatersEventCountsTheListenersItsChangeReached() throws {
+        let backend = combining()
+        let plain = store(backend)
+        let intercepted = store(backend, interceptors: [{ _ in { next in { try next($0) } } }])
+        for _ in 0..<2 { plain.addListener { _, _ in } }
+        intercepted.addListener { _, _ in }
+        plain.dispatch(Bump())
+        plain.dispatch(Refuse())
+        intercepted.dispatch(Bump())
+        #expect(backend.inlineEvents.map(\.listeners) == [2, 0, 1], "\(backend.inlineEvents)")
+
+        let threeEvents = InMemoryTraceBackend()
+        let traced = store(threeEvents)
+        for _ in 0..<2 { traced.addListener { _, _ in } }
+        traced.dispatch(Bump())
+        traced.dispatch(Refuse())
+        let order = threeEvents.events.compactMap { event -> String? in
+            switch event {
+            case let .end(e): "end \(e.outcome)"
+            case let .listenersNotified(storeID, changes, listeners) where storeID == traced.storeID: "told \(changes) \(listeners)"
+            default: nil
+            }
+        }
+        #expect(order == ["end ok", "told 1 2", "end error"], "\(order)")
+    }
+
     @Test func anInlineUpdaterIsOneEventCarryingItsDuration() throws {
         let backend = combining()
         let store = store(backend)

@@ -54,7 +54,8 @@ struct TraceSchema: Equatable, CustomStringConvertible {
             classes[String(match.1)] = fields(after: match.range.upperBound)
         }
         for match in header.matches(of: /LTTNG_UST_TRACEPOINT_EVENT_INSTANCE\(katana, (\w+), katana, (\w+),/) {
-            schema.events[String(match.2)] = try #require(classes[String(match.1)], "no class \(match.1)")
+            let shared: [Field] = try #require(classes[String(match.1)], "no class \(match.1)")
+            schema.events[String(match.2)] = shared
         }
         for match in header.matches(of: /LTTNG_UST_TRACEPOINT_EVENT\(katana, (\w+),/) {
             schema.events[String(match.1)] = fields(after: match.range.upperBound)

@@ -23,7 +23,7 @@ void katana_fr_configure(size_t total_bytes, size_t ring_bytes);
 /* Records one event on the calling thread's ring. `name` must live as long as the process (interned names).
    Fields by event: enqueue (id, parent, kind, name, queue, b = queue depth); begin (id, parent, kind, name, queue,
    b = parallelism); end (id, kind, name, queue, outcome); inline (id, parent, name, b = parallelism, a = duration,
-   outcome; timestamp `at` = its end, 0: now); budget (id, kind, name, a = budget, parent = actual); interval and
+   outcome, kind | queue << 8 = listeners handed its change; timestamp `at` = its end, 0: now); budget (id, kind, name, a = budget, parent = actual); interval and
    transition begin/end (id, parent, name, outcome); store ready (id = store, name = state type); listeners
    notified (id = store, a = changes, b = listeners). `at`: a `katana_duration_start` token, 0 for now.
    A thread's ring outlives it (its events are still dumped) until every ring is taken and a new thread needs one. */
@@ -31,9 +31,11 @@ void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, 
                       uint32_t b, uint8_t kind, uint8_t queue, uint8_t outcome);
 
 /* An updater applied inline, recorded at its end with its start token (from `katana_duration_start`): the one event
-   of a recorded fire-and-forget dispatch, its duration worked out when a dump writes it (no clock read but the end's). */
+   of a recorded fire-and-forget dispatch, its duration worked out when a dump writes it (no clock read but the end's).
+   `listeners`: how many its change was handed to, kept in the record's kind and queue bytes (up to 65,535) for
+   `katana_fr_visit` — the dump's `updater_inline` (LTTng's layout) has no field for it. */
 void katana_fr_updater_inline_since(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
-                                    uint64_t started, uint8_t outcome);
+                                    uint64_t started, uint8_t outcome, uint32_t listeners);
 
 /* Always 1: the recorder records whenever it is the backend (a store's per-dispatch check, called directly). */
 int katana_fr_enabled(void);

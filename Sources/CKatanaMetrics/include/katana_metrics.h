@@ -40,7 +40,7 @@ int katana_metrics_enabled(void);
 /* An updater applied inline, at its end, with its start token (`katana_duration_start`): service time, no wait.
    Records into the first set made. */
 void katana_metrics_updater_inline_since(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
-                                         uint64_t started, uint8_t outcome);
+                                         uint64_t started, uint8_t outcome, uint32_t listeners);
 /* The same with its duration already measured. */
 void katana_metrics_updater_inline(katana_metrics *m, const char *name, uint64_t duration_ns, uint8_t outcome);
 /* A dispatch's three events, timed here. `queued`: it waits in the updater lane or until the store is ready. */

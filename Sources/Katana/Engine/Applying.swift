@@ -82,6 +82,7 @@ extension PartialStore {
             unlockStateAfterApplying()
             if failure == nil { listeners.tell(new: new) }
         }
+        listenersTold = failure == nil ? UInt32(truncatingIfNeeded: listeners.count) : 0
         return failure
     }
 

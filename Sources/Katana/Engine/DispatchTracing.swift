@@ -113,21 +113,25 @@ extension PartialStore {
     }
 
     /// An updater's end (call only for traced items): one `updater_inline` event carrying its duration when
-    /// `combined`, else `dispatch_end` after the begin `traceStart` emitted.
+    /// `combined`, else `dispatch_end` after the begin `traceStart` emitted. `listeners`: how many listeners an
+    /// updater applied inline handed its change to (`listenersTold`), carried by its one event, or — three events —
+    /// told in a `listeners_notified` after its end, as a batch's are; 0 where the lane's batch tells them (its own
+    /// `listeners_notified`).
     @usableFromInline @inline(never)
     final func traceFinish(_ item: LaneItem, lane: DispatchLane, combined: Bool,
-                           started: (started: UInt64, parallelism: UInt32), outcome: DispatchOutcome) {
+                           started: (started: UInt64, parallelism: UInt32), outcome: DispatchOutcome, listeners: UInt32 = 0) {
         if combined, let emit = nativeUpdaterInline, let name = item.name {
             emit(item.id, item.parentID, name.cString, name.utf8Count, started.parallelism,
                  katana_duration_ns(started.started), outcome.rawValue)
         } else if combined, let record = directUpdaterInline, let name = item.name {
-            record(item.id, item.parentID, name.cString, started.parallelism, started.started, outcome.rawValue)
+            record(item.id, item.parentID, name.cString, started.parallelism, started.started, outcome.rawValue, listeners)
         } else if combined {
             tracer.updaterInline(UpdaterInlineEvent(
                 id: item.id, parentID: item.parentID, name: item.name!, parallelism: started.parallelism,
-                durationNanoseconds: katana_duration_ns(started.started), outcome: outcome))
+                durationNanoseconds: katana_duration_ns(started.started), outcome: outcome, listeners: listeners))
         } else {
             traceEnd(item, lane: lane, outcome: outcome, started: started.started)
+            if listeners > 0 { tracer.listenersNotified(storeID: storeID, changes: 1, listeners: listeners) }
         }
     }
 
@@ -168,10 +172,11 @@ extension PartialStore {
         if let emit = nativeUpdaterInline {
             emit(id, parentID, name.cString, name.utf8Count, started.parallelism, katana_duration_ns(started.started), outcome.rawValue)
         } else if let record = directUpdaterInline {
-            record(id, parentID, name.cString, started.parallelism, started.started, outcome.rawValue)
+            record(id, parentID, name.cString, started.parallelism, started.started, outcome.rawValue, listenersTold)
         } else {
             tracer.updaterInline(UpdaterInlineEvent(id: id, parentID: parentID, name: name, parallelism: started.parallelism,
-                                                    durationNanoseconds: katana_duration_ns(started.started), outcome: outcome))
+                                                    durationNanoseconds: katana_duration_ns(started.started), outcome: outcome,
+                                                    listeners: listenersTold))
         }
     }
 
@@ -212,6 +217,7 @@ extension LaneItem: InlineRunTrace {
                           outcome: DispatchOutcome, failure: (any Error)?) {
         guard id != 0 else { return }
         if let failure { store.traceFailure(id, failure) }
-        store.traceFinish(self, lane: .updaterInline, combined: combined, started: started, outcome: outcome)
+        store.traceFinish(self, lane: .updaterInline, combined: combined, started: started, outcome: outcome,
+                          listeners: store.listenersTold)
     }
 }

@@ -82,10 +82,9 @@ extension PartialStore {
             let failure = applyAndNotify(thread: thread) { (state: inout S) throws(KatanaError) in
                 try updater._apply(to: &state)
             }
-            // No listeners_notified here: an inline change reaches the listeners before its end event.
             if let failure { traceFailure(id, failure) }
             traceFinish(item, lane: .updaterInline, combined: combined, started: started,
-                        outcome: failure == nil ? .ok : .error)
+                        outcome: failure == nil ? .ok : .error, listeners: listenersTold)
             releaseLane(thread: thread)
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
         }
