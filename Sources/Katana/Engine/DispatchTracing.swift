@@ -210,7 +210,9 @@ struct UntracedRun: InlineRunTrace {
 extension LaneItem: InlineRunTrace {
     @inlinable
     func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
-        id != 0 ? store.traceStart(self, lane: .updaterInline, combined: combined) : (0, 0)
+        guard id != 0 else { return (0, 0) }
+        store.listenersTold = 0  // the chain may apply nothing: then no listener was told
+        return store.traceStart(self, lane: .updaterInline, combined: combined)
     }
     @inlinable
     func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),

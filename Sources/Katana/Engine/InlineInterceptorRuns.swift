@@ -66,7 +66,6 @@ extension PartialStore {
         _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, thread: UInt, combined: Bool, success: V
     ) -> DispatchHandle<V> {
         let started = trace.start(self, combined: combined)
-        listenersTold = 0  // the chain may apply nothing: then no listener was told
         var thrown: (any Error)?
         if let chain {
             var run = InlineRun(store: Unmanaged.passUnretained(self), thread: thread)
