@@ -126,6 +126,11 @@ def raw(port, data, timeout=10):
         return received
 
 
+# How long the inspector's own listener keeps a connection that asks for nothing (the service's
+# --inspector-idle-seconds): long enough for the 1,000 idle connections' checks, short enough to wait for.
+IDLE_SECONDS = 10
+
+
 def hostile(service, port, stream_seconds, check):
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -194,6 +199,16 @@ def hostile(service, port, stream_seconds, check):
                 break
     check(lasted is not None and stream_seconds - 1 <= lasted < stream_seconds + 10,
           f"a stream held open ends after its longest duration ({stream_seconds} s): it lasted {lasted and round(lasted, 1)} s")
+    # A connection that asks for nothing is closed after the idle timeout: such clients do not pile up.
+    with socket.create_connection(("127.0.0.1", port), timeout=IDLE_SECONDS + 10) as connection:
+        started = time.time()
+        try:
+            closed = connection.recv(1) == b""
+        except OSError:
+            closed = True
+        waited = time.time() - started
+    check(closed and IDLE_SECONDS - 1 <= waited < IDLE_SECONDS + 8,
+          f"a connection that asks for nothing is closed after the idle timeout ({IDLE_SECONDS} s): after {round(waited, 1)} s")
     check(service.poll() is None, "the service is still running after every hostile client")
     check(get(port, "/debug/katana") == 200, "and still serves the page")
 
@@ -216,7 +231,8 @@ def main():
     socket_path = f"/tmp/katana-inspector-{os.getpid()}.sock"
     service = subprocess.Popen([args.service, "--port", "0", "--orders", str(args.orders), "--concurrency", "8",
                                 "--slow-order", str(slow_order), "--stream-seconds", str(stream_seconds),
-                                "--inspector-port", "0", "--inspector-socket", socket_path],
+                                "--inspector-port", "0", "--inspector-socket", socket_path,
+                                "--inspector-idle-seconds", str(IDLE_SECONDS)],
                                stdout=subprocess.PIPE, text=True)
     browser = None
     try:
@@ -345,6 +361,11 @@ def main():
                     process.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     process.kill()
+    # An idle timeout that is not a duration the listener can keep: refused in one line, not served wrongly.
+    refused = subprocess.run([args.service, "--port", "0", "--orders", "1", "--inspector-port", "0",
+                              "--inspector-idle-seconds", "0"], capture_output=True, text=True, timeout=60)
+    check(refused.returncode != 0 and "idleTimeout" in refused.stderr and "positive" in refused.stderr,
+          f"an idle timeout of 0 is refused with a message: status {refused.returncode}, {refused.stderr.strip()[-120:]!r}")
     print(f"{len(failures)} failed")
     return 1 if failures else 0
 

@@ -31,6 +31,12 @@ extension Inspector {
         }
     }
 
+    /// A listener that cannot be started as asked, in one line.
+    public struct ListenError: Error, CustomStringConvertible {
+        /// What is wrong.
+        public var description: String
+    }
+
     /// Adds the inspector's routes — the page at ``Configuration/path`` and everything below it — to a Hummingbird
     /// router the app already serves. GET is answered; HEAD gets GET's status and headers; any other method 405.
     public func addRoutes<Context: RequestContext>(to router: Router<Context>) {
@@ -54,12 +60,13 @@ extension Inspector {
     /// address once the listener is up (port 0 resolved to the port taken), e.g. to log it.
     public func serve(on address: Address = .loopback(), idleTimeout: Duration = .seconds(60),
                       onListening: @escaping @Sendable (String) -> Void = { _ in }) async throws {
+        guard idleTimeout > .zero else { throw ListenError(description: "idleTimeout \(idleTimeout): give a positive duration") }
         let router = Router()
         addRoutes(to: router)
         var logger = Logger(label: "KatanaInspector")
         logger.logLevel = .warning
         let (seconds, attoseconds) = idleTimeout.components
-        let idle = TimeAmount.nanoseconds(Int64(clamping: seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000))
+        let idle = TimeAmount.nanoseconds(seconds >= Int64.max / 1_000_000_000 ? .max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
         let app = Application(
             router: router,
             server: .http1(configuration: .init(idleTimeout: idle)),

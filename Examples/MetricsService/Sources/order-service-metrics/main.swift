@@ -4,13 +4,15 @@
 //
 //   order-service-metrics [--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID]
 //                         [--stream-seconds N] [--inspector-port N] [--inspector-socket PATH]
+//                         [--inspector-idle-seconds S]
 //
 // It listens on 127.0.0.1 (port 0: any free one; the line "listening on http://127.0.0.1:PORT" says which), takes
 // --orders orders --concurrency at a time, then keeps serving until SIGTERM or SIGINT. --report writes, once the orders
 // are done, what the service itself measured of them: per dispatched type, how many ended and the p99 of their service
 // time in an HdrHistogram — what `check_prometheus.py` holds Prometheus's answers against. --inspector-port and
 // --inspector-socket also serve the live page on a listener of its own (127.0.0.1:N, a Unix socket), as an app that
-// runs no HTTP server would; the line "inspector on URL" says where.
+// runs no HTTP server would; the line "inspector on URL" says where; --inspector-idle-seconds is how long they keep a
+// connection that asks for nothing (the inspector's default: a minute).
 import Foundation
 import HTTPTypes
 import Histogram
@@ -28,9 +30,9 @@ let tool = "order-service-metrics"
 
 /// A line on standard output, written at once (a check reads them as they come).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
-let options = OrderService.options(tool, usage: "[--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID] [--stream-seconds N] [--inspector-port N] [--inspector-socket PATH]",
+let options = OrderService.options(tool, usage: "[--port N] [--orders N] [--concurrency N] [--report FILE] [--slow-order ID] [--stream-seconds N] [--inspector-port N] [--inspector-socket PATH] [--inspector-idle-seconds S]",
                                    flags: ["--port", "--orders", "--concurrency", "--report", "--slow-order", "--stream-seconds",
-                                           "--inspector-port", "--inspector-socket"])
+                                           "--inspector-port", "--inspector-socket", "--inspector-idle-seconds"])
 let orders = OrderService.number(options, "--orders", default: 2_000, tool: tool)
 let concurrency = OrderService.number(options, "--concurrency", default: 32, tool: tool)
 func portOption(_ flag: String, default value: Int) -> Int {
@@ -96,10 +98,15 @@ inspector.addRoutes(to: router)
 var listeners: [Inspector.Address] = []
 if options["--inspector-port"] != nil { listeners.append(.loopback(port: portOption("--inspector-port", default: 0))) }
 if let path = options["--inspector-socket"] { listeners.append(.unixSocket(path)) }
+let idle: Duration = {
+    guard let text = options["--inspector-idle-seconds"] else { return .seconds(60) }
+    guard let seconds = Double(text), seconds.isFinite else { OrderService.fail(tool, "--inspector-idle-seconds takes seconds, not '\(text)'") }
+    return .milliseconds(Int64(clamping: Int(max(-1e12, min(1e12, seconds * 1_000)))))
+}()
 for address in listeners {
     Task {
         do {
-            try await inspector.serve(on: address) { url in say("inspector on \(url)") }
+            try await inspector.serve(on: address, idleTimeout: idle) { url in say("inspector on \(url)") }
         } catch {
             OrderService.fail(tool, "the inspector's listener on \(address): \(error)")
         }
