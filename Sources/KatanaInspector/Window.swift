@@ -147,7 +147,8 @@ extension Snapshot {
                      recorder: Bool, metrics: DispatchMetrics?, rows: Int, takenAt: Int64) -> Snapshot {
         var seen: [UInt64: Seen] = [:]
         var order: [UInt64] = []  // dispatches by their first event, oldest first
-        var lastUpdater: [Int32: UInt64] = [:]
+        // Per thread, the updaters applied since its last listeners' batch: the batch's changes are theirs.
+        var unannounced: [Int32: [UInt64]] = [:]
         var threads = Set<Int32>()
         var oldest = now
         for event in events.sorted(by: { $0.timestamp < $1.timestamp }) {
@@ -167,18 +168,21 @@ extension Snapshot {
                     dispatch.ended = event.timestamp
                     dispatch.outcome = event.outcome
                     if let began = dispatch.began { dispatch.service = event.timestamp &- began }
-                    if dispatch.kind == .stateUpdater { lastUpdater[event.thread] = event.id }
+                    if dispatch.kind == .stateUpdater {
+                        // One that threw changed nothing, so no listener was told of it.
+                        if event.outcome == .ok { unannounced[event.thread, default: []].append(event.id) } else { dispatch.listeners = 0 }
+                    }
                 default:
                     dispatch.ended = event.timestamp
                     dispatch.service = event.value
                     dispatch.outcome = event.outcome
-                    dispatch.listeners = event.listeners
-                    lastUpdater[event.thread] = event.id
+                    dispatch.listeners = event.listeners  // told before its one event, which says how many
                 }
                 seen[event.id] = dispatch
             case .listenersNotified:
-                // The batch that follows an updater on its thread is that updater's.
-                if let id = lastUpdater.removeValue(forKey: event.thread) { seen[id]?.listeners = event.count }
+                // A batch of `value` changes follows the updaters that made them, on their thread.
+                let applied = unannounced.removeValue(forKey: event.thread) ?? []
+                for id in applied.suffix(Int(clamping: event.value)) { seen[id]?.listeners = event.count }
             default:
                 break
             }

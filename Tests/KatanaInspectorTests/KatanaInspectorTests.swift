@@ -55,6 +55,9 @@ struct RefuseInline: ThrowingStateUpdater {
 struct TallyIntercepted: StateUpdater {
     func updateState(_ state: inout Counter) { state.orders += 1 }
 }
+struct TallyQueued: StateUpdater {
+    func updateState(_ state: inout Counter) { state.orders += 1 }
+}
 
 /// Reserves slowly, then has its card declined: a slow child and a failed child, both with this as parent.
 struct Checkout: SideEffect {
@@ -172,6 +175,16 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
         _ = try? await direct.dispatch(RefuseInline()).value
         beside.dispatch(TallyInline())
         intercepted.dispatch(TallyIntercepted())
+        // Three queued behind an updater that holds the lane: its holder applies them in chunks of 1 and 2
+        // (`helpDrain`), and each chunk's listeners' event covers every change in it.
+        let started = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        Thread { direct.dispatch(HoldsTheLane(started: started, release: release)) }.start()
+        started.wait()
+        direct.dispatch(TallyQueued())
+        direct.dispatch(TallyQueued())
+        let last = direct.dispatch(TallyQueued())
+        release.signal()
+        try await last.value
 
         let inspector = Inspector(.init(refresh: .zero, rows: 100_000))
         let snapshot = try json(inspector.respond(method: "GET", path: "/debug/katana/snapshot.json"))
@@ -182,6 +195,8 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
         #expect(refused["listeners"] as? Int == 0 && refused["changed"] as? Bool == false, "\(refused)")
         let through = try #require(updaters.first { $0["name"] as? String == name(TallyIntercepted.self) })
         #expect(through["listeners"] as? Int == 1, "\(through)")
+        let queued = updaters.filter { $0["name"] as? String == name(TallyQueued.self) }
+        #expect(queued.count == 3 && queued.allSatisfy { $0["listeners"] as? Int == 2 }, "\(queued)")
     }
 
     /// The state is not shown until the app enables it, and then only as its redaction closure gives it.
