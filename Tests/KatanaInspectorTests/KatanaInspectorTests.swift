@@ -171,19 +171,24 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
         for (store, count) in [(direct, 2), (beside, 3), (intercepted, 1)] {
             for _ in 0..<count { store.addListener { _, _ in } }
         }
-        direct.dispatch(TallyInline())
-        _ = try? await direct.dispatch(RefuseInline()).value
-        beside.dispatch(TallyInline())
-        intercepted.dispatch(TallyIntercepted())
-        // Three queued behind an updater that holds the lane: its holder applies them in chunks of 1 and 2
-        // (`helpDrain`), and each chunk's listeners' event covers every change in it.
-        let started = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-        Thread { direct.dispatch(HoldsTheLane(started: started, release: release)) }.start()
-        started.wait()
-        direct.dispatch(TallyQueued())
-        direct.dispatch(TallyQueued())
-        let last = direct.dispatch(TallyQueued())
-        release.signal()
+        // On threads of their own: the flight recorder's ring is per thread, and a pool thread's would also hold
+        // whatever other suites run on it before the window is read.
+        let last = await onThread { () -> DispatchHandle<Void> in
+            direct.dispatch(TallyInline())
+            direct.dispatch(RefuseInline())
+            beside.dispatch(TallyInline())
+            intercepted.dispatch(TallyIntercepted())
+            // Three queued behind an updater that holds the lane: its holder applies them in chunks of 1 and 2
+            // (`helpDrain`), and each chunk's listeners' event covers every change in it.
+            let started = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            Thread { direct.dispatch(HoldsTheLane(started: started, release: release)) }.start()
+            started.wait()
+            direct.dispatch(TallyQueued())
+            direct.dispatch(TallyQueued())
+            let last = direct.dispatch(TallyQueued())
+            release.signal()
+            return last
+        }
         try await last.value
 
         let inspector = Inspector(.init(refresh: .zero, rows: 100_000))
