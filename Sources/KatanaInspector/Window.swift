@@ -177,6 +177,9 @@ extension Snapshot {
                     dispatch.service = event.value
                     dispatch.outcome = event.outcome
                     dispatch.listeners = event.listeners  // told before its one event, which says how many
+                    // None told on this thread: its listeners may run on the store's listener executor, told of it
+                    // in a batch after it.
+                    if event.outcome == .ok, event.listeners == 0 { unannounced[event.thread, default: []].append(event.id) }
                 }
                 seen[event.id] = dispatch
             case .listenersNotified:

@@ -58,6 +58,9 @@ struct TallyIntercepted: StateUpdater {
 struct TallyQueued: StateUpdater {
     func updateState(_ state: inout Counter) { state.orders += 1 }
 }
+struct TallyForAnExecutor: StateUpdater {
+    func updateState(_ state: inout Counter) { state.orders += 1 }
+}
 
 /// Reserves slowly, then has its card declined: a slow child and a failed child, both with this as parent.
 struct Checkout: SideEffect {
@@ -168,7 +171,10 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
         let beside = CounterStore(stateInitializer: { Counter() }, configuration: .init(traceBackend: metrics.alongside(FlightRecorder.shared)))
         let intercepted = CounterStore(interceptors: [{ _ in { next in { try next($0) } } }], stateInitializer: { Counter() },
                                        configuration: .init(traceBackend: FlightRecorder.shared))
-        for (store, count) in [(direct, 2), (beside, 3), (intercepted, 1)] {
+        // Listeners on an executor of their own: told after the updater's event, in a batch of one.
+        let executor = CounterStore(stateInitializer: { Counter() },
+                                    configuration: .init(listenerExecutor: .custom { $0() }, traceBackend: FlightRecorder.shared))
+        for (store, count) in [(direct, 2), (beside, 3), (intercepted, 1), (executor, 4)] {
             for _ in 0..<count { store.addListener { _, _ in } }
         }
         // On threads of their own: the flight recorder's ring is per thread, and a pool thread's would also hold
@@ -178,6 +184,7 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
             direct.dispatch(RefuseInline())
             beside.dispatch(TallyInline())
             intercepted.dispatch(TallyIntercepted())
+            executor.dispatch(TallyForAnExecutor())
             // Three queued behind an updater that holds the lane: its holder applies them in chunks of 1 and 2
             // (`helpDrain`), and each chunk's listeners' event covers every change in it.
             let started = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
@@ -200,6 +207,8 @@ private func header(_ response: Inspector.Response, _ name: String) -> String? {
         #expect(refused["listeners"] as? Int == 0 && refused["changed"] as? Bool == false, "\(refused)")
         let through = try #require(updaters.first { $0["name"] as? String == name(TallyIntercepted.self) })
         #expect(through["listeners"] as? Int == 1, "\(through)")
+        let onExecutor = try #require(updaters.first { $0["name"] as? String == name(TallyForAnExecutor.self) })
+        #expect(onExecutor["listeners"] as? Int == 4, "\(onExecutor)")
         let queued = updaters.filter { $0["name"] as? String == name(TallyQueued.self) }
         #expect(queued.count == 3 && queued.allSatisfy { $0["listeners"] as? Int == 2 }, "\(queued)")
     }
