@@ -35,8 +35,15 @@ test: setup examples
 ## What CI's environment changes in the suite, after `make test` ran it as a user would (CI unset, no ../shared): the
 ## Trace Compass schema test (KATANA_TRACECOMPASS_XSD names CI's copy of the schema), 100 reader-agreement cases per
 ## trace instead of 40, and the recording suite's checks that CI owns the only session daemon. Reuses that build.
+## Without the schema folder (a user's clone has none) the schema test is skipped, saying so; the rest runs.
 test-ci: setup examples
-	CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|LTTngRecordingTests'
+	@if [ -f "$${KATANA_TRACECOMPASS_XSD:-/nonexistent}/xmlDefinition.xsd" ]; then \
+		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|LTTngRecordingTests'; \
+	else \
+		echo "test-ci: KATANA_TRACECOMPASS_XSD names no folder with xmlDefinition.xsd (CI sets it to ../shared/tracecompass-xsd): the Trace Compass schema test is skipped"; \
+		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|LTTngRecordingTests' \
+			--skip theTraceCompassAnalysisValidatesAgainstTheSchema; \
+	fi
 
 ## The Architecture article's dispatch walk, held to what a dispatch enters: a debug katana-bench under callgrind
 ## (scripts/dispatch-walk; `scripts/dispatch-walk --write` rewrites the article's table after a change to the walk).
