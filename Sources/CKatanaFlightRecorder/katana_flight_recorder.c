@@ -158,13 +158,26 @@ void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, 
                    (uint64_t)outcome << 56);
 }
 
+/* An inline updater's last record word: its listener count (up to 65,535) in the kind and queue bytes. */
+static inline uint64_t inline_word(uint32_t parallelism, uint8_t event, uint8_t outcome, uint32_t listeners) {
+    uint64_t told = listeners < 0xffff ? listeners : 0xffff;
+    return (uint64_t)parallelism | (uint64_t)event << 32 | told << 40 | (uint64_t)outcome << 56;
+}
+
 void katana_fr_updater_inline_since(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
                                     uint64_t started, uint8_t outcome, uint32_t listeners) {
     ring *r = ring_or_discard();
     if (!r) return;
-    uint64_t told = listeners < 0xffff ? listeners : 0xffff;
     put_record(r, katana_duration_start(), id, parent, started, name,
-               (uint64_t)parallelism | (uint64_t)KATANA_FR_INLINE_SINCE << 32 | told << 40 | (uint64_t)outcome << 56);
+               inline_word(parallelism, KATANA_FR_INLINE_SINCE, outcome, listeners));
+}
+
+void katana_fr_updater_inline(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
+                              uint64_t duration_ns, uint8_t outcome, uint32_t listeners) {
+    ring *r = ring_or_discard();
+    if (!r) return;
+    put_record(r, katana_duration_start(), id, parent, duration_ns, name,
+               inline_word(parallelism, KATANA_FR_INLINE, outcome, listeners));
 }
 
 int katana_fr_enabled(void) { return 1; }

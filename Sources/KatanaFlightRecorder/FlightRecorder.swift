@@ -147,10 +147,8 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
     }
 
     public func updaterInline(_ event: UpdaterInlineEvent) {
-        let listeners = min(event.listeners, 0xffff)  // the record's kind and queue bytes
-        katana_fr_record(UInt8(KATANA_FR_INLINE), 0, event.id, event.parentID, event.name.cString,
-                         event.durationNanoseconds, event.parallelism, UInt8(truncatingIfNeeded: listeners),
-                         UInt8(truncatingIfNeeded: listeners >> 8), event.outcome.rawValue)
+        katana_fr_updater_inline(event.id, event.parentID, event.name.cString, event.parallelism,
+                                 event.durationNanoseconds, event.outcome.rawValue, event.listeners)
     }
 
     public func budgetExceeded(_ event: BudgetExceededEvent) {

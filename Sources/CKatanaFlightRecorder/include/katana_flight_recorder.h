@@ -37,6 +37,10 @@ void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, 
 void katana_fr_updater_inline_since(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
                                     uint64_t started, uint8_t outcome, uint32_t listeners);
 
+/* The same, its duration already measured (a backend's `updaterInline` event), recorded now. */
+void katana_fr_updater_inline(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
+                              uint64_t duration_ns, uint8_t outcome, uint32_t listeners);
+
 /* Always 1: the recorder records whenever it is the backend (a store's per-dispatch check, called directly). */
 int katana_fr_enabled(void);
 
