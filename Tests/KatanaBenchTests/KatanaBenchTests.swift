@@ -249,6 +249,29 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
                 "no session: the untraced dispatch's budget\n\(outcome.out)")
     }
 
+    /// `--backend metrics` prints what the metrics add against an unrecorded store in the same run, beside their floor,
+    /// and per dispatch on each of two threads against one alone (a store each), and two producers on one store.
+    @Test func theMetricsBackendReportsItsAddedCostAndHowItScales() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let json = directory.appendingPathComponent("micro.json").path
+        let outcome = try await bench(["micro", "--only", "fire-and-forget", "--iterations", "4000", "--runs", "1",
+                                       "--backend", "metrics", "--json", json])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Double])
+        for key in ["metrics_added_ns", "metrics_unrecorded_ns", "metrics_floor_ns", "metrics_floor_ratio",
+                    "metrics_added_one_producer_ns", "metrics_added_two_producers_ns", "metrics_two_producers_ns",
+                    "metrics_added_thread_alone_ns", "metrics_added_two_threads_ns"] {
+            let value = try #require(figures[key], "missing \(key) in \(figures)")
+            #expect(value.isFinite, "\(key) = \(value)")
+        }
+        #expect((figures["metrics_floor_ns"] ?? 0) > 0 && (figures["metrics_unrecorded_ns"] ?? 0) > 0)
+        #expect(outcome.out.contains("budget ≤ +50 ns and ≤ 2×"), "\(outcome.out)")
+        #expect(outcome.out.contains("on each of two threads (a store each, one set of metrics)")
+                && outcome.out.contains("budget two ≤ one"), "\(outcome.out)")
+        #expect(outcome.out.contains("with two producers on one store"), "\(outcome.out)")
+    }
+
     @Test func anUnknownCaseIsRejected() async throws {
         let outcome = try await bench(["micro", "--only", "teleport"])
         #expect(outcome.status != 0)
