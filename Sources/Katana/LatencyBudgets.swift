@@ -5,7 +5,7 @@ import KatanaTrace
 /// Per-type latency budgets for the flight recorder: while a trace backend listens, a dispatch of a budgeted type
 /// whose service (begin → end: an updater's apply, a side effect's body) takes longer than its budget emits a
 /// `budget_exceeded` event (id, type, budget, actual) just before its `dispatch_end`. Pair it with
-/// `katana-trace record --flight-recorder`, which keeps the last megabytes of the trace in memory and saves them each time
+/// `katana-trace record --snapshot`, which keeps the last megabytes of the trace in memory and saves them each time
 /// that event fires — Java Flight Recorder's thresholds, for Katana dispatches.
 ///
 ///     StoreConfiguration(latencyBudgets: [

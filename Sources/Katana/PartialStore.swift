@@ -93,13 +93,13 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline final let nativeUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
     /// ``StoreConfiguration/dispatchRecorder``: told of every updater applied and side effect started.
-    @usableFromInline final let recorder: (any DispatchRecorder)?
-    /// `recorder != nil`, as one byte the dispatch paths test (rather than the optional existential's box).
+    @usableFromInline final let dispatchRecorder: (any DispatchRecorder)?
+    /// `dispatchRecorder != nil`, as one byte the dispatch paths test (rather than the optional existential's box).
     @usableFromInline final let recordsDispatches: Bool
-    /// The ids of the updater whose interceptor chain the lane's holder is running, for the recorder told at the
-    /// chain's end (`recordAtChainEnd`). Set and read by the lane's holder only; used only with a recorder.
+    /// The ids of the updater whose interceptor chain the lane's holder is running, for the dispatch recorder told at
+    /// the chain's end (`recordAtChainEnd`). Set and read by the lane's holder only; used only with a dispatch recorder.
     @usableFromInline final var chainRecord: (id: UInt64, parentID: UInt64) = (0, 0)
-    /// An in-process recorder's `updater_inline`, given the start token (its end is its one clock read).
+    /// An in-process backend's `updater_inline` (the flight recorder's, the metrics'), given the start token (its end is its one clock read).
     @usableFromInline final let directUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8, UInt32) -> Void)?
 
@@ -155,18 +155,18 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         let native = tracer as? NativeTraceBackend
         let direct = tracer as? any DirectRecordingBackend
         // A store with a dispatch recorder gives every dispatch an id, as while its backend records: its check says so
-        // (folded in here, the untraced dispatch asks one thing, as without a recorder: callgrind's `fire_and_forget`).
+        // (folded in here, the untraced dispatch asks one thing, as without one: callgrind's `fire_and_forget`).
         self.enabledCheck = if configuration.dispatchRecorder != nil { { 1 } } else if let native { native.enabledCheck }
                             else if let direct { direct.enabledFunction } else if tracer is NoOpTraceBackend { { 0 } } else { nil }
         self.nativeUpdaterInline = native?.updaterInlineFunction
         self.directUpdaterInline = direct?.updaterInlineSinceFunction
-        self.recorder = configuration.dispatchRecorder
+        self.dispatchRecorder = configuration.dispatchRecorder
         self.recordsDispatches = configuration.dispatchRecorder != nil
         self.budgets = configuration.latencyBudgets
         self.storeID = KatanaTracing.nextID()
         self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
         self.listenersAreInline = configuration.listenerExecutor.isInline
-        self.sideEffects = SideEffectRegistry(lock: completionLock, tracer: tracer, recorder: configuration.dispatchRecorder,
+        self.sideEffects = SideEffectRegistry(lock: completionLock, tracer: tracer, dispatchRecorder: configuration.dispatchRecorder,
                                               budgets: configuration.latencyBudgets,
                                               contextPrototype: contextPrototype)
         self.room = Lock.Condition(laneLock)

@@ -9,7 +9,7 @@ import KatanaMetrics
 import KatanaTrace
 import Synchronization
 
-/// The Store's per-dispatch costs, measured the way the core issue's budget states them: one producer, one
+/// The Store's per-dispatch costs, measured the way the core issue's limits state them: one producer, one
 /// listener, release build, median of several runs.
 struct Micro: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -86,7 +86,7 @@ struct Micro: AsyncParsableCommand {
     /// (a scrape's cost is measured by `make test-metrics`), and here it would make callgrind's counts depend on timing.
     static let metrics = Result { () throws(DispatchMetrics.ConfigurationError) in try DispatchMetrics(.init(exportInterval: nil)) }
 
-    @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the budget).")
+    @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the limits).")
     var payload: Int = 0
 
     @Option(name: .long, help: "Write the figures as JSON to this file.")
@@ -123,19 +123,19 @@ struct Micro: AsyncParsableCommand {
                     if let event = Floors.rawEvent(count: iterations, backend: backend) { events.append(event) }
                 }
                 let perOp = median(perOps)
-                // While a session records, the dispatch's budget is the recorded one (the line below), not the untraced
-                // dispatch's (`LTTngRecordingTests.microWhileASessionRecordsStatesTheRecordedBudget`).
-                let budget = self.backend == .flightRecorder || self.backend == .metrics ? "the recorder's own below"
+                // While a session records, the dispatch's limit is the recorded one (the line below), not the untraced
+                // dispatch's (`LTTngRecordingTests.microWhileASessionRecordsStatesTheRecordedLimit`).
+                let limit = self.backend == .flightRecorder || self.backend == .metrics ? "the backend's own below"
                     : backend.isEnabled ? "≤ 350 ns while a session records" : "≤ 100 ns"
                 report(String(format: "fire-and-forget updater dispatch   %9.1f ns/op", perOp), "fire_and_forget", perOp, perRun: perOps, floors: floors,
-                       floor: "a locked update and a listener call", budget: budget, into: &figures)
+                       floor: "a locked update and a listener call", limit: limit, into: &figures)
                 if !events.isEmpty {
                     // A recorded inline updater emits one event (updater_inline): its floor is one raw event. The
-                    // budget is absolute, so it means the same whatever the floor.
+                    // limit is absolute, so it means the same whatever the floor.
                     let event = median(events)
                     figures["raw_lttng_event_floor_ns"] = event
                     figures["recorded_dispatch_ratio"] = perOp / event
-                    print(String(format: "  recording: %5.1f× one raw LTTng event (%.1f ns; a recorded inline updater is one event); budget ≤ 350 ns",
+                    print(String(format: "  recording: %5.1f× one raw LTTng event (%.1f ns; a recorded inline updater is one event); limit ≤ 350 ns",
                                  perOp / event, event))
                 }
                 if self.backend == .flightRecorder, self.floors { flightRecorderCost(into: &figures) }
@@ -150,7 +150,7 @@ struct Micro: AsyncParsableCommand {
                 }
                 figures["round_trip_p50_ns"] = median(p50s)
                 figures["round_trip_p99_ns"] = median(p99s)
-                print(String(format: "awaited updater round trip   p50 %9.1f ns  p99 %9.1f ns   (budget ≤ 1000 / ≤ 10000)",
+                print(String(format: "awaited updater round trip   p50 %9.1f ns  p99 %9.1f ns   (limit ≤ 1000 / ≤ 10000)",
                              median(p50s), median(p99s)))
             case .sideEffects:
                 var perOps: [Double] = [], floors: [Double] = []
@@ -161,7 +161,7 @@ struct Micro: AsyncParsableCommand {
                 }
                 let perOp = median(perOps)
                 report(String(format: "side effect awaiting one updater   %9.1f ns/op", perOp), "side_effect", perOp, perRun: perOps, floors: floors,
-                       floor: "a Task doing a locked update, spawned and awaited", budget: "≤ 1.5×", into: &figures)
+                       floor: "a Task doing a locked update, spawned and awaited", limit: "≤ 1.5×", into: &figures)
             case .twoProducers:
                 var ones: [Double] = [], twos: [Double] = [], floors: [Double] = [], speeds: [Double] = []
                 for _ in 0..<runs {
@@ -176,7 +176,7 @@ struct Micro: AsyncParsableCommand {
                 figures["one_producer_ns_per_op"] = one
                 report(String(format: "one producer %9.1f ns/op, two producers %9.1f ns/op aggregate", one, two), "two_producers", two,
                        perRun: twos, floors: floors, floor: Floors.threadSanitizerIsActive ? "two threads on one pthread mutex, under TSan" : "two threads on one Mutex",
-                       budget: "≤ 3×", into: &figures)
+                       limit: "≤ 3×", into: &figures)
                 if !speeds.isEmpty {
                     let speed = median(speeds)
                     figures["two_thread_speed"] = speed
@@ -211,7 +211,7 @@ struct Micro: AsyncParsableCommand {
                 }
                 figures["interceptors_added_ns_per_op"] = extra
                 figures["interceptors_floor_ns"] = floor
-                print(String(format: "dispatch through %d interceptors    %9.1f ns/op   +%.1f ns over none (its floor, %d closure calls: %.1f ns); budget ≤ +50 ns",
+                print(String(format: "dispatch through %d interceptors    %9.1f ns/op   +%.1f ns over none (its floor, %d closure calls: %.1f ns); limit ≤ +50 ns",
                              Micro.interceptorCount, perOp, extra, Micro.interceptorCount, floor))
             case .protocolInterceptors, .erasedInterceptors:
                 // TypedDispatchInterceptors (the cheaper form for updaters), or DispatchInterceptors (erased).
@@ -237,7 +237,7 @@ struct Micro: AsyncParsableCommand {
                 }
                 let extra = median(added)
                 figures["\(key)_added_ns_per_op"] = extra
-                print(String(format: "through %d %@ %9.1f ns/op   +%.1f ns over none; budget ≤ +50 ns",
+                print(String(format: "through %d %@ %9.1f ns/op   +%.1f ns over none; limit ≤ +50 ns",
                              Micro.interceptorCount, label, perOp, extra))
             case .stateSize:
                 // Per state size, an updater that writes into the payload, with one (old, new) listener and with one
@@ -319,7 +319,7 @@ struct Micro: AsyncParsableCommand {
     /// floor measured right after it), not the quotient of the two medians: on a machine whose speed changes between
     /// runs, the two medians can come from different runs, and each run's pair saw the same machine.
     private func report(_ line: String, _ key: String, _ value: Double, perRun: [Double], floors: [Double],
-                        floor label: String, budget: String, into figures: inout [String: Double]) {
+                        floor label: String, limit: String, into figures: inout [String: Double]) {
         figures["\(key)_ns_per_op"] = value
         guard self.floors, !floors.isEmpty, floors.count == perRun.count else {
             print(line)
@@ -329,7 +329,7 @@ struct Micro: AsyncParsableCommand {
         let ratio = pairedRatio(figures: perRun, floors: floors)
         figures["\(key)_floor_ns"] = floor
         figures["\(key)_ratio"] = ratio
-        print(line + String(format: "   %5.1f× its floor (%@: %.1f ns); budget %@", ratio, label, floor, budget))
+        print(line + String(format: "   %5.1f× its floor (%@: %.1f ns); limit %@", ratio, label, floor, limit))
     }
 
     /// Below this `two_thread_speed`, `micro` says the two threads did not have two CPUs to themselves.
@@ -495,7 +495,7 @@ struct Micro: AsyncParsableCommand {
 
     /// What the flight recorder adds to a fire-and-forget dispatch, against an unrecorded store in the same run, its
     /// floor (two clock reads and one record into a per-thread ring) and, while an LTTng session records, one raw
-    /// LTTng-UST event — the two ratios issue #41 budgets, which the lines it prints state.
+    /// LTTng-UST event — the two ratios issue #41 limits, which the lines it prints state.
     private func flightRecorderCost(into figures: inout [String: Double]) {
         var added: [Double] = [], unrecorded: [Double] = [], floors: [Double] = [], events: [Double] = []
         let lttng = LinkedLTTng.backend.flatMap { $0.isEnabled ? $0 : nil }
@@ -512,7 +512,7 @@ struct Micro: AsyncParsableCommand {
         figures["flight_recorder_unrecorded_ns"] = median(unrecorded)
         figures["flight_recorder_floor_ns"] = floor
         figures["flight_recorder_floor_ratio"] = extra / floor
-        print(String(format: "  flight recorder: +%.1f ns over an unrecorded dispatch (%.1f ns, same run); %.2f× its floor (two clock reads and a record into a per-thread ring: %.1f ns); budget ≤ 1.5×",
+        print(String(format: "  flight recorder: +%.1f ns over an unrecorded dispatch (%.1f ns, same run); %.2f× its floor (two clock reads and a record into a per-thread ring: %.1f ns); limit ≤ 1.5×",
                      extra, median(unrecorded), extra / floor, floor))
         if events.isEmpty {
             print("  (no LTTng session records katana:*: run under `katana-trace record` to compare with one raw LTTng event)")
@@ -520,7 +520,7 @@ struct Micro: AsyncParsableCommand {
             let event = median(events)
             figures["raw_lttng_event_floor_ns"] = event
             figures["flight_recorder_lttng_event_ratio"] = extra / event
-            print(String(format: "  flight recorder: +%.1f ns is %.2f× one raw LTTng event (%.1f ns); budget ≤ 0.15×", extra, extra / event, event))
+            print(String(format: "  flight recorder: +%.1f ns is %.2f× one raw LTTng event (%.1f ns); limit ≤ 0.15×", extra, extra / event, event))
         }
     }
 
@@ -528,7 +528,7 @@ struct Micro: AsyncParsableCommand {
 
     /// What KatanaMetrics adds to a fire-and-forget dispatch, against an unrecorded store in the same run and its
     /// floor (the duration clock's start and end and one value added into a per-thread histogram bucket), and what it
-    /// adds per dispatch on each of two threads against one: the figures issue #48 budgets (≤ +50 ns, ≤ 2× the floor,
+    /// adds per dispatch on each of two threads against one: the figures issue #48 limits (≤ +50 ns, ≤ 2× the floor,
     /// two producers no slower per dispatch than one), which the lines it prints state.
     ///
     /// The two threads dispatch into a store each, recorded by the one set of metrics: what they share is the metrics
@@ -571,9 +571,9 @@ struct Micro: AsyncParsableCommand {
         figures["metrics_two_producers_ns"] = median(two)
         figures["metrics_added_thread_alone_ns"] = median(addedOwnOne)
         figures["metrics_added_two_threads_ns"] = median(addedOwnTwo)
-        print(String(format: "  metrics: +%.1f ns over an unrecorded dispatch (%.1f ns, same run); %.2f× its floor (a duration clock start and end and a per-thread histogram record: %.1f ns); budget ≤ +50 ns and ≤ 2×",
+        print(String(format: "  metrics: +%.1f ns over an unrecorded dispatch (%.1f ns, same run); %.2f× its floor (a duration clock start and end and a per-thread histogram record: %.1f ns); limit ≤ +50 ns and ≤ 2×",
                      extra, median(unrecorded), extra / floor, floor))
-        print(String(format: "  metrics: +%.1f ns per dispatch on each of two threads (a store each, one set of metrics), +%.1f ns on one alone; budget two ≤ one",
+        print(String(format: "  metrics: +%.1f ns per dispatch on each of two threads (a store each, one set of metrics), +%.1f ns on one alone; limit two ≤ one",
                      median(addedOwnTwo), median(addedOwnOne)))
         print(String(format: "  metrics: +%.1f ns per dispatch with two producers on one store (%.1f ns in all), +%.1f ns with one: the store's lane changes hands between them",
                      median(addedTwo), median(two), median(addedOne)))
@@ -582,7 +582,7 @@ struct Micro: AsyncParsableCommand {
     /// What a dispatch log adds to a fire-and-forget `Codable` updater of four fields, against an unrecorded store in
     /// the same run (alternating slices, each short of the writer's backlog limit so the log is never cut, the writer
     /// caught up between them off the clock); the writer thread's own time per item (encode and write); bytes per item.
-    /// The dispatching thread's figure is the one issue #42 budgets (its line states the budget).
+    /// The dispatching thread's figure is the one issue #42 limits (its line states the limit).
     private func dispatchLogCost(into figures: inout [String: Double]) throws {
         let count = min(iterations, 500_000)
         let slice = min(count, 20_000)
@@ -636,7 +636,7 @@ struct Micro: AsyncParsableCommand {
         figures["dispatch_log_unrecorded_ns"] = median(unrecorded)
         figures["dispatch_log_writer_ns_per_item"] = writer
         figures["dispatch_log_bytes_per_item"] = median(bytes)
-        print(String(format: "dispatch log: +%.1f ns per recorded Codable updater (4 fields) over an unrecorded dispatch (%.1f ns, same run); budget ≤ 1000 ns",
+        print(String(format: "dispatch log: +%.1f ns per recorded Codable updater (4 fields) over an unrecorded dispatch (%.1f ns, same run); limit ≤ 1000 ns",
                      extra, median(unrecorded)))
         print(String(format: "  its writer thread: %.1f ns per item (encode + write: sustained above %.0f items/s the log is cut, \"writer fell behind\"); %.0f bytes per item",
                      writer, 1e9 / writer, median(bytes)))

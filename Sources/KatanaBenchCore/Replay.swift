@@ -330,8 +330,8 @@ struct Replay: AsyncParsableCommand {
 
     /// One repetition: a fresh store, the whole log. Returns the result, its histograms and, with --verify, the verdict.
     func execute(_ plan: ReplayPlan, replay: BenchReplay) async throws -> (BenchResult, [Metric: LatencyHistogram], String?) {
-        let recorders = Recorders()
-        let context = BenchContext(workers: 1, options: [:], traceBackend: try traceBackend.make(), recorders: recorders,
+        let latencies = RunLatencies()
+        let context = BenchContext(workers: 1, options: [:], traceBackend: try traceBackend.make(), latencies: latencies,
                                    knobs: Knobs(producers: 1, concurrency: 1, flooders: 0, backlogLimit: nil, updatersPerSideEffect: 0,
                                                 spinUs: 0, sleepUs: 0, updaterSpinUs: 0, listeners: 0, payload: 0, stallEvery: nil, stallMs: 0))
         let store: ReplayStore
@@ -343,7 +343,7 @@ struct Replay: AsyncParsableCommand {
             throw ValidationError("the replay's store could not be built: \(error)")
         }
         let endToEnd = BenchMetric("replay.end_to_end", label: "every updater (sent, or due at the recorded pace → applied)")
-        // The replay's own histograms, made before the clock starts (the harness's per-thread recorders make theirs on
+        // The replay's own histograms, made before the clock starts (the harness's per-thread latencies make theirs on
         // a thread's first sample: inside the timed loop, and again on each thread the task resumes on — most of a
         // short replay's time). Two, each written by one task: the sender's, for updaters applied as they were
         // dispatched (resolved when `dispatch` returns: the usual case), and the collector's, which awaits the others
@@ -362,7 +362,7 @@ struct Replay: AsyncParsableCommand {
         }
         var freedIterator = freedEvents.makeAsyncIterator()
         var outstanding = 0  // handed to the collector and not yet settled
-        recorders.setRecording(true)
+        latencies.setRecording(true)
         let started = nowNanoseconds()
         var verdict: String?
         let first = plan.items[0].offset
@@ -412,7 +412,7 @@ struct Replay: AsyncParsableCommand {
         await collector.value
         let elapsed = Double(nowNanoseconds() - started) / 1e9
         let timings = sent.adding(collected)
-        recorders.setRecording(false)
+        latencies.setRecording(false)
         if verify, verdict == nil, !Interruption.shared.requested {
             let checked = plan.log.checkpoints.count
             if case let .complete(finalState?) = plan.log.end {
@@ -434,7 +434,7 @@ struct Replay: AsyncParsableCommand {
         if direct, !Interruption.shared.requested {
             throughput["direct_per_second"] = try await directRate(plan, replay: replay, context: context)
         }
-        var histograms = recorders.merged().histograms
+        var histograms = latencies.merged().histograms
         histograms[endToEnd] = timings.endToEnd
         for (index, metric) in plan.metrics.enumerated() { histograms[metric] = timings.byType[index] }
         let recorded = histograms.recordedByName

@@ -161,7 +161,7 @@ struct Run: AsyncParsableCommand {
             var options = RecordingOptions()
             options.output = traceDirectory
             options.command = [Self.executable] + Self.arguments(dropping: "--trace")
-            throw ExitCode(Recorder.record(options))
+            throw ExitCode(LTTngRecording.record(options))
         }
         Interruption.shared.install()
         let (result, histograms) = try await repeated()
@@ -251,11 +251,11 @@ struct Run: AsyncParsableCommand {
     }
 
     func execute() async throws -> (BenchResult, [Metric: LatencyHistogram]) {
-        let recorders = Recorders()
+        let latencies = RunLatencies()
         let backend = try traceBackend.make()
         let scenario = selected
         let workers = scenario.workersFromProducers ? producers : concurrency
-        let context = BenchContext(workers: workers, options: scenarioOptions, traceBackend: backend, recorders: recorders, knobs: knobs)
+        let context = BenchContext(workers: workers, options: scenarioOptions, traceBackend: backend, latencies: latencies, knobs: knobs)
         let workload: BenchWorkload
         do {
             workload = try await scenario.setup(context)
@@ -267,22 +267,22 @@ struct Run: AsyncParsableCommand {
 
         // Warm-up: the same loop, nothing recorded.
         if warmup > 0 {
-            _ = try await drive(workload, endToEnd: scenario.endToEnd, recorders: recorders, workers: workers,
+            _ = try await drive(workload, endToEnd: scenario.endToEnd, latencies: latencies, workers: workers,
                                 until: .seconds(warmup), progress: nil)
         }
-        recorders.setRecording(true)
+        latencies.setRecording(true)
         let started = nowNanoseconds()
         workload.whenMeasuring?(measureSeconds.map { started &+ UInt64($0 * 1e9) })
-        let completed = try await drive(workload, endToEnd: scenario.endToEnd, recorders: recorders, workers: workers,
+        let completed = try await drive(workload, endToEnd: scenario.endToEnd, latencies: latencies, workers: workers,
                                         until: measureSeconds.map { .seconds($0) } ?? .count(count!), progress: progress)
         // Every sample in (fire-and-forget work landed, helpers stopped) before merging.
         let counts = try await workload.finish?() ?? [:]
         let elapsed = Double(nowNanoseconds() - started) / 1e9
-        recorders.setRecording(false)
+        latencies.setRecording(false)
         progress.finish()
         let interrupted = Interruption.shared.requested
 
-        let merged = recorders.merged()
+        let merged = latencies.merged()
         let recorded = merged.histograms.recordedByName
         var throughput = ["top_level_per_second": Double(completed) / elapsed]
         for (name, count) in counts { throughput["\(name)_per_second"] = count / elapsed }
@@ -304,7 +304,7 @@ struct Run: AsyncParsableCommand {
     enum Stop { case seconds(Double), count(Int) }
 
     /// Runs the workers until the stop condition; returns how many top-level items completed.
-    private func drive(_ workload: BenchWorkload, endToEnd: BenchMetric, recorders: Recorders, workers: Int, until stop: Stop,
+    private func drive(_ workload: BenchWorkload, endToEnd: BenchMetric, latencies: RunLatencies, workers: Int, until stop: Stop,
                        progress: Progress?) async throws -> Int {
         let begin = nowNanoseconds()
         let end: UInt64? = if case let .seconds(s) = stop { begin + UInt64(s * 1e9) } else { nil }
@@ -340,7 +340,7 @@ struct Run: AsyncParsableCommand {
                         } catch {
                             throw ValidationError("an item of the scenario failed, so the run stops: \(error)")
                         }
-                        recorders.record(endToEnd, nowNanoseconds() &- intended)
+                        latencies.record(endToEnd, nowNanoseconds() &- intended)
                         sent += 1
                         done.add(1)
                         if let interval { due &+= interval }
@@ -427,8 +427,8 @@ final class Flooders: @unchecked Sendable {
                     if start >= deadline.load(ordering: .relaxed) { break }
                     store.dispatch(TimedUpdate(dispatchedAt: start, run: run))
                     let took = nowNanoseconds() &- start
-                    if run.recorders.isRecording {
-                        run.recorders.record(.dispatchCall, took)
+                    if run.latencies.isRecording {
+                        run.latencies.record(.dispatchCall, took)
                         local &+= 1
                     }
                 }

@@ -74,12 +74,12 @@ public struct BenchContext: Sendable {
     public let options: [String: String]
     /// The backend `--trace-backend` chose (LTTng when linked, by default): configure your store with it.
     public let traceBackend: any TraceBackend
-    let recorders: Recorders
+    let latencies: RunLatencies
     let knobs: Knobs
 
     /// Records `nanoseconds` into `metric`'s histogram (only while measuring; free during warm-up). Safe from any
     /// thread.
-    public func record(_ metric: BenchMetric, nanoseconds: UInt64) { recorders.record(metric, nanoseconds) }
+    public func record(_ metric: BenchMetric, nanoseconds: UInt64) { latencies.record(metric, nanoseconds) }
 
     /// A monotonic clock in nanoseconds, the one the harness times items with.
     public static func now() -> UInt64 { nowNanoseconds() }

@@ -3,9 +3,9 @@ import Katana
 import KatanaTrace
 import Logging
 
-/// Everything a timed item needs to report to: the recorders and the run's simulated-work settings.
+/// Everything a timed item needs to report to: the latencies and the run's simulated-work settings.
 final class RunContext: Sendable {
-    let recorders: Recorders
+    let latencies: RunLatencies
     let updaterSpinNanoseconds: UInt64
     let spinNanoseconds: UInt64
     let sleepNanoseconds: UInt64
@@ -17,15 +17,15 @@ final class RunContext: Sendable {
     @inline(__always)
     func sideEffectStarted(dispatchedAt: UInt64) -> UInt64 {
         let start = nowNanoseconds()
-        recorders.record(.sideEffectQueueWait, start &- dispatchedAt)
-        recorders.sampleParallelism(inFlight.add(1))
+        latencies.record(.sideEffectQueueWait, start &- dispatchedAt)
+        latencies.sampleParallelism(inFlight.add(1))
         return start
     }
 
     @inline(__always)
     func sideEffectEnded(startedAt start: UInt64) {
         inFlight.add(-1)
-        recorders.record(.sideEffectService, nowNanoseconds() &- start)
+        latencies.record(.sideEffectService, nowNanoseconds() &- start)
     }
 
     /// The simulated work of a side effect: busy spin, then sleep.
@@ -34,8 +34,8 @@ final class RunContext: Sendable {
         if sleepNanoseconds > 0 { try await Task.sleep(nanoseconds: sleepNanoseconds) }
     }
 
-    init(recorders: Recorders, updaterSpinNanoseconds: UInt64, spinNanoseconds: UInt64, sleepNanoseconds: UInt64, updatersPerSideEffect: Int) {
-        self.recorders = recorders
+    init(latencies: RunLatencies, updaterSpinNanoseconds: UInt64, spinNanoseconds: UInt64, sleepNanoseconds: UInt64, updatersPerSideEffect: Int) {
+        self.latencies = latencies
         self.updaterSpinNanoseconds = updaterSpinNanoseconds
         self.spinNanoseconds = spinNanoseconds
         self.sleepNanoseconds = sleepNanoseconds
@@ -51,11 +51,11 @@ struct TimedUpdate: StateUpdater {
 
     func updateState(_ state: inout BenchState) {
         let start = nowNanoseconds()
-        run.recorders.record(.updaterQueueWait, start &- dispatchedAt)
+        run.latencies.record(.updaterQueueWait, start &- dispatchedAt)
         spin(nanoseconds: run.updaterSpinNanoseconds)
         state.counter &+= 1
         if !state.payload.isEmpty { state.payload[state.counter % state.payload.count] &+= 1 }
-        run.recorders.record(.updaterService, nowNanoseconds() &- start)
+        run.latencies.record(.updaterService, nowNanoseconds() &- start)
     }
 }
 
@@ -64,7 +64,7 @@ struct TimedUpdate: StateUpdater {
 func timedUpdate(_ context: SideEffectContext<BenchState, BenchDependencies>, _ run: RunContext) async throws {
     let start = nowNanoseconds()
     try await context.dispatch(TimedUpdate(dispatchedAt: start, run: run)).value
-    run.recorders.record(.updaterEndToEnd, nowNanoseconds() &- start)
+    run.latencies.record(.updaterEndToEnd, nowNanoseconds() &- start)
 }
 
 /// The `side-effects` scenario's unit of work: simulated work (spin and/or sleep), then K updaters, each awaited.
@@ -104,7 +104,7 @@ struct FetchProfile: SideEffect {
     let run: RunContext
 
     func sideEffect(_ context: SideEffectContext<BenchState, BenchDependencies>) async throws {
-        run.recorders.sampleParallelism(run.inFlight.add(1))
+        run.latencies.sampleParallelism(run.inFlight.add(1))
         defer { run.inFlight.add(-1) }
         try await context.interval("fetch profile I/O") { try await run.simulatedWork() }
         try await timedUpdate(context, run)
@@ -156,7 +156,7 @@ enum BuiltInScenarios {
                         item: @escaping @Sendable (BenchStore, RunContext) -> @Sendable (Int) async throws -> Void) -> BenchScenario {
         var scenario = BenchScenario(name, summary: summary, endToEnd: endToEnd) { context in
             let knobs = context.knobs
-            let run = RunContext(recorders: context.recorders, updaterSpinNanoseconds: UInt64(knobs.updaterSpinUs * 1_000),
+            let run = RunContext(latencies: context.latencies, updaterSpinNanoseconds: UInt64(knobs.updaterSpinUs * 1_000),
                                  spinNanoseconds: UInt64(knobs.spinUs * 1_000), sleepNanoseconds: UInt64(knobs.sleepUs * 1_000),
                                  updatersPerSideEffect: knobs.updatersPerSideEffect)
             let payload = knobs.payload

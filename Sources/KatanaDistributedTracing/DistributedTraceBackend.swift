@@ -71,7 +71,7 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
         let span = tracer.startSpan(Self.operationName(event.kind), context: ServiceContext.current ?? .topLevel,
                                     ofKind: .internal)
         span.attributes["katana.type"] = event.name.string
-        span.attributes["katana.queue"] = event.lane.description
+        span.attributes["katana.queue"] = event.route.description
         span.attributes["katana.queue_depth"] = Int(event.queueDepth)
         lock.withLock { spans[event.id] = span }
     }
@@ -79,7 +79,7 @@ public final class DistributedTraceBackend: TraceBackend, @unchecked Sendable {
     /// Adds a `begin` event to the dispatch's span, with the queue and the parallelism.
     public func dispatchBegin(_ event: DispatchBeginEvent) {
         guard let span = lock.withLock({ spans[event.id] }) else { return }
-        span.attributes["katana.queue"] = event.lane.description
+        span.attributes["katana.queue"] = event.route.description
         span.attributes["katana.parallelism"] = Int(event.parallelism)
         span.addEvent(SpanEvent(name: "begin"))
     }

@@ -72,7 +72,7 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
         /// A dispatch's kind (nil for the events that are not a dispatch's).
         public var kind: DispatchKind?
         /// Where a dispatch ran or waited (enqueue, begin, end and inline updaters).
-        public var lane: DispatchLane?
+        public var route: DispatchRoute?
         /// How it ended (end, inline updaters, interval and transition ends).
         public var outcome: DispatchOutcome?
         /// The recording thread's id.
@@ -108,7 +108,7 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
                 visit.events.append(Event(
                     what: what, timestamp: raw.timestamp_ns, id: raw.id, parentID: raw.parent, name: name,
                     value: raw.a, count: raw.b, kind: dispatch ? DispatchKind(rawValue: raw.kind) : (what == .updaterInline ? .stateUpdater : nil),
-                    lane: what == .enqueue || what == .begin || what == .end ? DispatchLane(rawValue: raw.queue) : (what == .updaterInline ? .updaterInline : nil),
+                    route: what == .enqueue || what == .begin || what == .end ? DispatchRoute(rawValue: raw.queue) : (what == .updaterInline ? .updaterInline : nil),
                     outcome: what == .end || what == .updaterInline || what == .intervalEnd || what == .transitionEnd ? DispatchOutcome(rawValue: raw.outcome) : nil,
                     thread: raw.tid,
                     listeners: what == .updaterInline ? UInt32(raw.kind) | UInt32(raw.queue) << 8 : nil))
@@ -132,17 +132,17 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
 
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {
         katana_fr_record(UInt8(KATANA_FR_ENQUEUE), 0, event.id, event.parentID, event.name.cString, 0,
-                         event.queueDepth, event.kind.rawValue, event.lane.rawValue, 0)
+                         event.queueDepth, event.kind.rawValue, event.route.rawValue, 0)
     }
 
     public func dispatchBegin(_ event: DispatchBeginEvent) {
         katana_fr_record(UInt8(KATANA_FR_BEGIN), 0, event.id, event.parentID, event.name.cString, 0,
-                         event.parallelism, event.kind.rawValue, event.lane.rawValue, 0)
+                         event.parallelism, event.kind.rawValue, event.route.rawValue, 0)
     }
 
     public func dispatchEnd(_ event: DispatchEndEvent) {
         katana_fr_record(UInt8(KATANA_FR_END), 0, event.id, 0, event.name.cString, 0, 0, event.kind.rawValue,
-                         event.lane.rawValue, event.outcome.rawValue)
+                         event.route.rawValue, event.outcome.rawValue)
         if dumps.pendingID.load(ordering: .relaxed) == event.id { dumps.takePending(event.id, recorder: self) }
     }
 

@@ -261,7 +261,7 @@ public final class Inspector: @unchecked Sendable {
             return TraceEvent(
                 role: role, event: name, timestamp: Int64(clamping: event.timestamp), id: event.id,
                 parentID: budget || event.parentID == 0 ? nil : event.parentID, name: event.name,
-                kind: event.kind?.description, queue: event.lane?.description, outcome: event.outcome?.description,
+                kind: event.kind?.description, queue: event.route?.description, outcome: event.outcome?.description,
                 parallelism: event.what == .begin || event.what == .updaterInline ? Int64(event.count) : nil,
                 durationNanoseconds: event.what == .updaterInline ? event.value : 0,
                 budgetNanoseconds: budget ? event.value : 0, actualNanoseconds: budget ? event.parentID : 0,

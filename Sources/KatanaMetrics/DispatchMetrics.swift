@@ -247,7 +247,7 @@ public final class DispatchMetrics: DirectRecordingBackend, @unchecked Sendable 
 
     /// Notes when the dispatch was enqueued (and whether it waits in the lane).
     public func dispatchEnqueue(_ event: DispatchEnqueueEvent) {
-        let queued = event.kind == .stateUpdater && (event.lane == .updaterQueue || event.lane == .held)
+        let queued = event.kind == .stateUpdater && (event.route == .updaterQueue || event.route == .keptUntilReady)
         katana_metrics_enqueue(context, event.id, event.kind.rawValue, queued ? 1 : 0)
     }
 

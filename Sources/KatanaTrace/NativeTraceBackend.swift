@@ -37,17 +37,17 @@ public struct NativeTraceBackend: TransitionTraceBackend, @unchecked Sendable {
 
     /// Emits `katana:dispatch_enqueue`.
     public func dispatchEnqueue(_ e: DispatchEnqueueEvent) {
-        provider.pointee.dispatch_enqueue(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.queueDepth)
+        provider.pointee.dispatch_enqueue(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.route.rawValue, e.queueDepth)
     }
 
     /// Emits `katana:dispatch_begin`.
     public func dispatchBegin(_ e: DispatchBeginEvent) {
-        provider.pointee.dispatch_begin(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.parallelism)
+        provider.pointee.dispatch_begin(e.id, e.parentID, e.kind.rawValue, e.name.cString, e.route.rawValue, e.parallelism)
     }
 
     /// Emits `katana:dispatch_end`.
     public func dispatchEnd(_ e: DispatchEndEvent) {
-        provider.pointee.dispatch_end(e.id, e.kind.rawValue, e.name.cString, e.lane.rawValue, e.outcome.rawValue)
+        provider.pointee.dispatch_end(e.id, e.kind.rawValue, e.name.cString, e.route.rawValue, e.outcome.rawValue)
     }
 
     /// LTTng records an inline updater as one `katana:updater_inline` event (a third of the cost of three).

@@ -8,23 +8,25 @@ public enum DispatchKind: UInt8, Sendable, CaseIterable, CustomStringConvertible
     public var description: String { self == .stateUpdater ? "state_updater" : "side_effect" }
 }
 
-/// Where a dispatch ran. Raw values are the `queue` enum of the `katana` LTTng provider.
-public enum DispatchLane: UInt8, Sendable, CaseIterable, CustomStringConvertible {
-    /// The updater lane, drained by the thread that called `dispatch` because it found the lane idle.
+/// The route a dispatch took through its store: applied inline, queued in the updater lane, run in the side-effect
+/// pool, or kept until the store was ready. Raw values and ``description``s are the `queue` enum of the `katana` LTTng
+/// provider (the events' `queue` field).
+public enum DispatchRoute: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// Applied by the thread that called `dispatch`, which found the updater lane idle.
     case updaterInline = 0
-    /// The updater lane, drained by the store's own serial queue (the lane was busy when the item arrived).
+    /// Queued in the updater lane (it was busy when the item arrived) and applied by whichever thread drained it.
     case updaterQueue = 1
     /// The concurrent side-effect pool (Swift's global concurrent executor).
     case sideEffectPool = 2
-    /// Held because the store was not ready yet; such items are re-enqueued once it is.
-    case held = 3
+    /// Kept because the store was not ready yet, and dispatched again once it was (`held` in traces).
+    case keptUntilReady = 3
 
     public var description: String {
         switch self {
         case .updaterInline: "updater_inline"
         case .updaterQueue: "updater_queue"
         case .sideEffectPool: "side_effect_pool"
-        case .held: "held"
+        case .keptUntilReady: "held"
         }
     }
 }
@@ -64,17 +66,17 @@ public struct DispatchEnqueueEvent: Sendable, Equatable {
     /// The dispatched type's name.
     public var name: TraceName
     /// Where the item went or ran: inline, the updater queue, held before readiness, the side-effect pool.
-    public var lane: DispatchLane
+    public var route: DispatchRoute
     /// Updaters waiting in the lane at that moment.
     public var queueDepth: UInt32
 
     /// An enqueue event with every field.
-    public init(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane, queueDepth: UInt32) {
+    public init(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, route: DispatchRoute, queueDepth: UInt32) {
         self.id = id
         self.parentID = parentID
         self.kind = kind
         self.name = name
-        self.lane = lane
+        self.route = route
         self.queueDepth = queueDepth
     }
 }
@@ -91,17 +93,17 @@ public struct DispatchBeginEvent: Sendable, Equatable {
     /// The dispatched type's name.
     public var name: TraceName
     /// Where the item went or ran: inline, the updater queue, held before readiness, the side-effect pool.
-    public var lane: DispatchLane
+    public var route: DispatchRoute
     /// Side effects of the store in flight at that moment, this one included.
     public var parallelism: UInt32
 
     /// A begin event with every field.
-    public init(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane, parallelism: UInt32) {
+    public init(id: UInt64, parentID: UInt64, kind: DispatchKind, name: TraceName, route: DispatchRoute, parallelism: UInt32) {
         self.id = id
         self.parentID = parentID
         self.kind = kind
         self.name = name
-        self.lane = lane
+        self.route = route
         self.parallelism = parallelism
     }
 }
@@ -115,16 +117,16 @@ public struct DispatchEndEvent: Sendable, Equatable {
     /// The dispatched type's name.
     public var name: TraceName
     /// Where the item went or ran: inline, the updater queue, held before readiness, the side-effect pool.
-    public var lane: DispatchLane
+    public var route: DispatchRoute
     /// How it ended: ok, error, applied with error, blocked by an interceptor, or cancelled.
     public var outcome: DispatchOutcome
 
     /// An end event with every field.
-    public init(id: UInt64, kind: DispatchKind, name: TraceName, lane: DispatchLane, outcome: DispatchOutcome) {
+    public init(id: UInt64, kind: DispatchKind, name: TraceName, route: DispatchRoute, outcome: DispatchOutcome) {
         self.id = id
         self.kind = kind
         self.name = name
-        self.lane = lane
+        self.route = route
         self.outcome = outcome
     }
 }
@@ -167,10 +169,10 @@ public struct UpdaterInlineEvent: Sendable, Equatable {
 
     /// The three events it stands for, as a backend that records each would have seen them.
     public var expanded: (DispatchEnqueueEvent, DispatchBeginEvent, DispatchEndEvent) {
-        (DispatchEnqueueEvent(id: id, parentID: parentID, kind: .stateUpdater, name: name, lane: .updaterInline, queueDepth: 0),
-         DispatchBeginEvent(id: id, parentID: parentID, kind: .stateUpdater, name: name, lane: .updaterInline,
+        (DispatchEnqueueEvent(id: id, parentID: parentID, kind: .stateUpdater, name: name, route: .updaterInline, queueDepth: 0),
+         DispatchBeginEvent(id: id, parentID: parentID, kind: .stateUpdater, name: name, route: .updaterInline,
                             parallelism: parallelism),
-         DispatchEndEvent(id: id, kind: .stateUpdater, name: name, lane: .updaterInline, outcome: outcome))
+         DispatchEndEvent(id: id, kind: .stateUpdater, name: name, route: .updaterInline, outcome: outcome))
     }
 }
 

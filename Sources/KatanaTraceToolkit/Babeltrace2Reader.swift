@@ -22,7 +22,7 @@ enum Babeltrace2Reader {
                      stop: (() -> Bool)? = nil, _ body: (TraceEvent) -> Void)
         throws(TraceToolkitError) -> UInt64
     {
-        guard let babeltrace = Recorder.which("babeltrace2") else {
+        guard let babeltrace = LTTngRecording.which("babeltrace2") else {
             guard let declined else { throw TraceToolkitError("--reader babeltrace2: \(installHint)") }
             throw TraceToolkitError("\(declined); babeltrace2 reads such traces: \(installHint)")
         }
@@ -45,7 +45,7 @@ enum Babeltrace2Reader {
     {
         // babeltrace2's convert command takes no `--`: a path that looks like an option gets a `./`.
         var arguments = [babeltrace, "--clock-seconds", "--no-delta", trace.hasPrefix("-") ? "./" + trace : trace]
-        if let setpriv = Recorder.which("setpriv") { arguments = [setpriv, "--pdeathsig", "KILL", "--"] + arguments }
+        if let setpriv = LTTngRecording.which("setpriv") { arguments = [setpriv, "--pdeathsig", "KILL", "--"] + arguments }
         let child = try Child(arguments)
         defer { child.stop() }
         var parser = LineParser(trace: trace, payload: payload)

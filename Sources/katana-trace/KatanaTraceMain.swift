@@ -236,21 +236,21 @@ struct Record: ParsableCommand {
         discussion: """
             Starts lttng-sessiond if none runs. The session (and trigger) are destroyed on success, failure, Ctrl-C \
             and SIGTERM. Prints the trace's folder; exits with the command's status (2 when recording could not be \
-            set up). --flight-recorder keeps only the last SIZE × N in memory (default 1M × 4) and saves it each time \
+            set up). --snapshot keeps only the last SIZE × N in memory (default 1M × 4) and saves it each time \
             a dispatch goes over its latency budget (StoreConfiguration.latencyBudgets).
             """)
 
     @Option(name: [.customShort("o"), .long], help: "The trace's folder (must not exist or be empty; default: a new one in $TMPDIR).")
     var output: String?
 
-    @Option(name: .customLong("subbuf-size"), help: "The channel's sub-buffer size (default 8M; 1M with --flight-recorder).")
+    @Option(name: .customLong("subbuf-size"), help: "The channel's sub-buffer size (default 8M; 1M with --snapshot).")
     var subbufSize: String?
 
-    @Option(name: .customLong("num-subbuf"), help: "The channel's number of sub-buffers (default 8; 4 with --flight-recorder).")
+    @Option(name: .customLong("num-subbuf"), help: "The channel's number of sub-buffers (default 8; 4 with --snapshot).")
     var numSubbuf: Int?
 
-    @Flag(name: .customLong("flight-recorder"), help: "A snapshot session, saved when a dispatch goes over its budget.")
-    var flightRecorder = false
+    @Flag(name: .customLong("snapshot"), help: "A snapshot session (LTTng's flight-recorder mode), saved when a dispatch goes over its latency budget.")
+    var snapshot = false
 
     @Argument(parsing: .postTerminator, help: "-- COMMAND [ARGS…]: what to run and record.")
     var command: [String] = []
@@ -260,9 +260,9 @@ struct Record: ParsableCommand {
         options.output = output
         options.subbufferSize = subbufSize
         options.subbufferCount = numSubbuf
-        options.flightRecorder = flightRecorder
+        options.snapshot = snapshot
         options.command = command
-        throw StatusExit(status: Recorder.record(options))
+        throw StatusExit(status: LTTngRecording.record(options))
     }
 }
 

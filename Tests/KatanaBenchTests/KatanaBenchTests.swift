@@ -245,8 +245,8 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(outcome.out.contains("two busy threads each ran at"), "\(outcome.out)")
         #expect(figures["raw_lttng_event_floor_ns"] == nil, "no session: no raw-event floor")
         #expect(outcome.out.contains("× its floor"), "\(outcome.out)")
-        #expect(outcome.out.contains("budget ≤ 100 ns") && !outcome.out.contains("while a session records"),
-                "no session: the untraced dispatch's budget\n\(outcome.out)")
+        #expect(outcome.out.contains("limit ≤ 100 ns") && !outcome.out.contains("while a session records"),
+                "no session: the untraced dispatch's limit\n\(outcome.out)")
     }
 
     /// `--backend metrics` prints what the metrics add against an unrecorded store in the same run, beside their floor,
@@ -266,9 +266,9 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
             #expect(value.isFinite, "\(key) = \(value)")
         }
         #expect((figures["metrics_floor_ns"] ?? 0) > 0 && (figures["metrics_unrecorded_ns"] ?? 0) > 0)
-        #expect(outcome.out.contains("budget ≤ +50 ns and ≤ 2×"), "\(outcome.out)")
+        #expect(outcome.out.contains("limit ≤ +50 ns and ≤ 2×"), "\(outcome.out)")
         #expect(outcome.out.contains("on each of two threads (a store each, one set of metrics)")
-                && outcome.out.contains("budget two ≤ one"), "\(outcome.out)")
+                && outcome.out.contains("limit two ≤ one"), "\(outcome.out)")
         #expect(outcome.out.contains("with two producers on one store"), "\(outcome.out)")
     }
 

@@ -88,7 +88,7 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
     static let placements = InterceptorPlacement.allCases
 
     @Test(arguments: placements) func theFirstRunsFirstAndEveryItemGoesThrough(_ placement: InterceptorPlacement) async throws {
-        let order = Recorder<String>()
+        let order = Collector<String>()
         func tag(_ name: String) -> Intercepting { Intercepting { item, next in order.append(name); try next(item) } }
         let store = placement.store([tag("a"), tag("b"), tag("c")])
         try await store.dispatch(Increment()).value
@@ -176,7 +176,7 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: placements) func stateReadAfterNextIsTheNewOne(_ placement: InterceptorPlacement) async throws {
-        let seen = Recorder<(Int, Int)>()
+        let seen = Collector<(Int, Int)>()
         let store = placement.store([Reading(seen: seen)])
         try await store.dispatch(Increment()).value
         try await store.dispatch(Increment()).value
@@ -253,7 +253,7 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
 
 /// Records (state before, state after) around `next` (written in the typed form).
 private struct Reading: TypedDispatchInterceptor {
-    let seen: Recorder<(Int, Int)>
+    let seen: Collector<(Int, Int)>
     var context: (any AnySideEffectContext)?
 
     func bind(to context: any AnySideEffectContext) -> any DispatchInterceptor {
@@ -298,7 +298,7 @@ private enum ReadmeInterceptorExample {
         init?(dispatchedItem: any Dispatchable, prevState: any State, currentState: any State) {}
         func updateState(_ state: inout AppState) { state.profileFetches += 1 }
     }
-    static let audited = Recorder<String>()
+    static let audited = Collector<String>()
     struct AuditLog { func notice(_ message: String) { audited.append(message) } }
     static let auditLog = AuditLog()
 

@@ -76,7 +76,7 @@ struct LaneHold {
 }
 
 /// A lock-protected list that tests append to from any thread.
-final class Recorder<T: Sendable>: @unchecked Sendable {
+final class Collector<T: Sendable>: @unchecked Sendable {
     // Guarded by `lock`.
     private let lock = NSLock()
     private var items: [T] = []
@@ -110,8 +110,8 @@ final class Counter: Sendable {
 /// Records `true` in `released` when it is released: a test gives one to an item to see the item let go.
 final class ReleaseToken: @unchecked Sendable {
     // `released` is immutable (a thread-safe recorder).
-    let released: Recorder<Bool>
-    init(released: Recorder<Bool>) { self.released = released }
+    let released: Collector<Bool>
+    init(released: Collector<Bool>) { self.released = released }
     deinit { released.append(true) }
 }
 

@@ -11,7 +11,7 @@ struct Fetch: ReturningSideEffect {
     func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws -> String { "fetched" }
 }
 
-func recording(_ tag: String, into recorder: Recorder<String>) -> StoreInterceptor {
+func recording(_ tag: String, into recorder: Collector<String>) -> StoreInterceptor {
     { _ in { next in { item in
         recorder.append(tag)
         try next(item)
@@ -42,7 +42,7 @@ func recording(_ tag: String, into recorder: Recorder<String>) -> StoreIntercept
     }
 
     @Test func theFirstInterceptorRunsFirst() async throws {
-        let order = Recorder<String>()
+        let order = Collector<String>()
         let store = makeStore(interceptors: [recording("a", into: order), recording("b", into: order), recording("c", into: order)])
         try await store.dispatch(Increment()).value
         try await store.dispatch(AppendFromSideEffect(value: 1)).value
@@ -100,7 +100,7 @@ func recording(_ tag: String, into recorder: Recorder<String>) -> StoreIntercept
     }
 
     @Test func stateReadAfterNextIsTheNewState() async throws {
-        let seen = Recorder<(Int, Int)>()
+        let seen = Collector<(Int, Int)>()
         let observer: StoreInterceptor = { context in { next in { item in
             let before = (context.getAnyState() as? CounterState)?.counter ?? -1
             try next(item)
@@ -134,7 +134,7 @@ func recording(_ tag: String, into recorder: Recorder<String>) -> StoreIntercept
     /// run by its thread. A `next` kept from an earlier dispatch and called from another thread meanwhile is a
     /// deferred call: its item is dispatched anew, after the running one — never taken as the running one's `next`.
     @Test func aKeptNextCalledFromAnotherThreadDuringADispatchIsDispatchedAnewAfterIt() async throws {
-        let kept = Recorder<StoreInterceptorNext>()
+        let kept = Collector<StoreInterceptorNext>()
         let interceptor: StoreInterceptor = { _ in { next in { item in
             if let append = item as? Append {
                 if append.value == 1 { kept.append(next) }
@@ -160,7 +160,7 @@ func recording(_ tag: String, into recorder: Recorder<String>) -> StoreIntercept
     /// A `next` kept past its store's life refuses what it is given, with `storeReleased`: it neither applies the
     /// item to a released store nor crashes (the chain's last `next` holds the store weakly).
     @Test func aNextKeptPastItsStoresLifeThrowsStoreReleased() async throws {
-        let kept = Recorder<StoreInterceptorNext>()
+        let kept = Collector<StoreInterceptorNext>()
         let storeWatcher = WeakBox<TestStore>()
         do {
             let keeping: StoreInterceptor = { _ in { next in
@@ -178,7 +178,7 @@ func recording(_ tag: String, into recorder: Recorder<String>) -> StoreIntercept
     }
 
     @Test func middlewareWorksAsAnInterceptor() async throws {
-        let seen = Recorder<String>()
+        let seen = Collector<String>()
         let middleware: StoreMiddleware = { getState, dispatch in { next in { action in
             seen.append("\(type(of: action)) at \((getState() as? CounterState)?.counter ?? -1)")
             if action is Increment { dispatch(Append(value: 42)) }

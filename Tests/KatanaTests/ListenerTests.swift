@@ -9,7 +9,7 @@ import Testing
 @Suite struct ListenerTests {
     @Test func listenersGetEveryChangeInOrder() async throws {
         let store = makeStore()
-        let seen = Recorder<(Int, Int)>()
+        let seen = Collector<(Int, Int)>()
         store.addListener { old, new in seen.append((old.counter, new.counter)) }
         var last: DispatchHandle<Void>?
         for _ in 0..<1_000 { last = store.dispatch(Increment()) }
@@ -22,7 +22,7 @@ import Testing
 
     @Test func listenersGetEveryChangeFromConcurrentProducersInTheStoresOrder() async throws {
         let store = makeStore()
-        let seen = Recorder<(Int, Int)>()
+        let seen = Collector<(Int, Int)>()
         store.addListener { old, new in seen.append((old.counter, new.counter)) }
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<2 {
@@ -40,7 +40,7 @@ import Testing
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 7)
         let store = makeStore(configuration: .init(listenerExecutor: .queue(queue), traceBackend: NoOpTraceBackend()))
-        let onQueue = Recorder<Bool>()
+        let onQueue = Collector<Bool>()
         store.addListener { _, _ in onQueue.append(DispatchQueue.getSpecific(key: key) == 7) }
         for _ in 0..<100 { store.dispatch(Increment()) }
         #expect(await eventually { onQueue.count == 100 })
@@ -67,7 +67,7 @@ import Testing
         let store = makeStore(interceptors: throughInterceptors ? [passThrough] : [])
         let released = Counter()
         let calledAfterUnsubscribe = Counter()
-        let releasedDuringTheChange = Recorder<Int>()
+        let releasedDuringTheChange = Collector<Int>()
         // The unsubscribe closures hold their boxes too: the first listener calls them and lets them go, so the
         // boxes of the others are left to the store's list, which no longer has them, and to the dispatch's copy.
         let unsubscribes = Unsubscribes()
@@ -97,7 +97,7 @@ import Testing
     @Test(arguments: [false, true])
     func aListenerAddedWhileAnotherThreadDispatchesHearsAnUnbrokenRunOfChanges(newState: Bool) async throws {
         let store = makeStore()
-        let pairs = Recorder<(Int, Int)>()
+        let pairs = Collector<(Int, Int)>()
         let producer = Task.detached { await onThread { for _ in 0..<50_000 { store.dispatch(Increment()) } } }
         #expect(await eventually { store.state.counter > 1_000 })
         if newState {
@@ -159,7 +159,7 @@ import Testing
 
     @Test func aListenerMayDispatchAndReadTheStore() async throws {
         let store = makeStore()
-        let reads = Recorder<Int>()
+        let reads = Collector<Int>()
         store.addListener { _, new in
             reads.append(store.state.counter)
             if new.counter < 5 { store.dispatch(Increment()) }

@@ -31,7 +31,7 @@ func bufferAddress(_ state: CounterState) -> Int {
 @Suite struct NewStateListenerTests {
     @Test func aNewStateListenerGetsEveryStateInOrder() async throws {
         let store = makeStore()
-        let seen = Recorder<Int>()
+        let seen = Collector<Int>()
         store.addListener(newState: { seen.append($0.counter) })
         var last: DispatchHandle<Void>?
         for _ in 0..<1_000 { last = store.dispatch(Increment()) }
@@ -43,14 +43,14 @@ func bufferAddress(_ state: CounterState) -> Int {
     /// place — the storage never moves. An (old, new) listener makes every change copy it (the control).
     @Test func theStateChangesInPlaceWithNewStateListenersOnly() async throws {
         let inPlace = makeLoggedStore()
-        let addresses = Recorder<Int>()
+        let addresses = Collector<Int>()
         inPlace.addListener(newState: { addresses.append(bufferAddress($0)) })
         for index in 0..<100 { try await inPlace.dispatch(Overwrite(index: index, value: index)).value }
         #expect(addresses.count == 100)
         #expect(Set(addresses.all).count == 1, "the log's storage was copied \(Set(addresses.all).count - 1) times")
 
         let copied = makeLoggedStore()
-        let copies = Recorder<Int>()
+        let copies = Collector<Int>()
         copied.addListener { _, new in copies.append(bufferAddress(new)) }
         for index in 0..<100 { try await copied.dispatch(Overwrite(index: index, value: index)).value }
         #expect(Set(copies.all).count > 1, "with an (old, new) listener every change copies the state")
@@ -58,8 +58,8 @@ func bufferAddress(_ state: CounterState) -> Int {
 
     @Test func bothFormsTogetherGetEveryChange() async throws {
         let store = makeStore()
-        let pairs = Recorder<(Int, Int)>()
-        let states = Recorder<Int>()
+        let pairs = Collector<(Int, Int)>()
+        let states = Collector<Int>()
         store.addListener { old, new in pairs.append((old.counter, new.counter)) }
         store.addListener(newState: { states.append($0.counter) })
         var last: DispatchHandle<Void>?
@@ -72,7 +72,7 @@ func bufferAddress(_ state: CounterState) -> Int {
     @Test func unsubscribingTheLastOldNewListenerStopsTheCopies() async throws {
         let store = makeLoggedStore()
         let unsubscribe = store.addListener { _, _ in }
-        let addresses = Recorder<Int>()
+        let addresses = Collector<Int>()
         store.addListener(newState: { addresses.append(bufferAddress($0)) })
         for index in 0..<10 { try await store.dispatch(Overwrite(index: index, value: 1)).value }
         #expect(Set(addresses.all).count > 1)
@@ -84,7 +84,7 @@ func bufferAddress(_ state: CounterState) -> Int {
     /// Two producers: batches may be coalesced, but the states arrive in order and the last is the final state.
     @Test func concurrentProducersDeliverIncreasingStatesEndingWithTheLast() async throws {
         let store = makeStore()
-        let seen = Recorder<Int>()
+        let seen = Collector<Int>()
         store.addListener(newState: { seen.append($0.counter) })
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<2 {
@@ -102,7 +102,7 @@ func bufferAddress(_ state: CounterState) -> Int {
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 9)
         let store = makeStore(configuration: .init(listenerExecutor: .queue(queue), traceBackend: NoOpTraceBackend()))
-        let seen = Recorder<(Bool, Int)>()
+        let seen = Collector<(Bool, Int)>()
         store.addListener(newState: { seen.append((DispatchQueue.getSpecific(key: key) == 9, $0.counter)) })
         for _ in 0..<100 { store.dispatch(Increment()) }
         #expect(await eventually { seen.all.last?.1 == 100 })

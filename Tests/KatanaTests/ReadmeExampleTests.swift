@@ -72,7 +72,7 @@ func quickStart() async throws -> (store: Store<AppState, AppDependencies>, isEv
             stateInitializer: { AppState() },
             dependenciesInitializer: { _, _ in AppDependencies(apiManager: APIManager(randomNumber: { 42 })) }
         )
-        let changes = Recorder<Int>()
+        let changes = Collector<Int>()
         let unsubscribe = store.addListener { old, new in changes.append(new.counter - old.counter) }
         store.dispatch(IncrementCounter())
         try await store.dispatch(IncrementCounter()).value

@@ -16,7 +16,7 @@ import Testing
 
     @Test func aFinishedSideEffectIsReleasedWhileItsHandleIsKept() async throws {
         let store = makeStore()
-        let released = Recorder<Bool>()
+        let released = Collector<Bool>()
         let handle = store.dispatch(Holding(token: ReleaseToken(released: released)))
         try await handle.value
         #expect(store.state.counter == 1)
@@ -29,7 +29,7 @@ import Testing
 
     @Test func aFinishedSideEffectsCellIsReleasedWithItsHandle() async throws {
         let store = makeStore()
-        let released = Recorder<Bool>()
+        let released = Collector<Bool>()
         let cell = WeakBox<HandleCell>()
         do {
             let handle = store.dispatch(Holding(token: ReleaseToken(released: released)))

@@ -174,7 +174,7 @@ struct ForOtherStore: SideEffect {
         let dispatch: AnyDispatch
         let getState: GetState
         let token: ReleaseToken
-        static let released = Recorder<Bool>()
+        static let released = Collector<Bool>()
         init(dispatch: @escaping AnyDispatch, getState: @escaping GetState) {
             self.dispatch = dispatch
             self.getState = getState

@@ -14,7 +14,7 @@ enum Bounded<T: Sendable>: Sendable {
 /// Runs `operation` and gives up waiting after `seconds` (a liveness guard: a hang fails the test instead of
 /// hanging the suite; generous, because the TSan suite on two cores can hold a side effect up for tens of seconds). The operation's task is cancelled when time runs out.
 func within<T: Sendable>(seconds: Double, _ operation: @escaping @Sendable () async throws -> T) async -> Bounded<T> {
-    let box = Recorder<Bounded<T>>()
+    let box = Collector<Bounded<T>>()
     let task = Task {
         let result: Result<T, any Error>
         do { result = .success(try await operation()) } catch { result = .failure(error) }
@@ -71,7 +71,7 @@ struct ReturnSeven: ReturningSideEffect {
 /// Reads the store's state from inside `updateState`: the misuse that must not deadlock.
 struct ReadsStoreWhileUpdating: StateUpdater {
     let read: @Sendable () -> CounterState
-    let seen: Recorder<Int>
+    let seen: Collector<Int>
     func updateState(_ state: inout CounterState) {
         seen.append(read().counter)
         state.counter += 1
@@ -80,7 +80,7 @@ struct ReadsStoreWhileUpdating: StateUpdater {
 
 /// Dispatches an updater that reads the state through this side effect's context.
 struct DispatchesAReader: SideEffect {
-    let seen: Recorder<Int>
+    let seen: Collector<Int>
     func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
         let reader = context
         try await context.dispatch(ReadsStoreWhileUpdating(read: { reader.getState() }, seen: seen)).value
@@ -89,7 +89,7 @@ struct DispatchesAReader: SideEffect {
 
 /// Loops until a dispatch is rejected: dispatches every 10 ms.
 struct LoopUntilRejected: SideEffect {
-    let ended: Recorder<String>
+    let ended: Collector<String>
     func sideEffect(_ context: SideEffectContext<CounterState, EmptySideEffectDependencyContainer>) async throws {
         while true {
             try? await Task.sleep(nanoseconds: 10_000_000)
@@ -129,7 +129,7 @@ struct LoopUntilRejected: SideEffect {
     @Test func readingTheStateInsideAnUpdaterDoesNotDeadlock() async throws {
         let store = makeStore()
         store.dispatch(Increment())
-        let seen = Recorder<Int>()
+        let seen = Collector<Int>()
         let outcome = await within(seconds: 120) {
             await onThread {
                 store.dispatch(ReadsStoreWhileUpdating(read: { store.state }, seen: seen))
@@ -152,7 +152,7 @@ struct LoopUntilRejected: SideEffect {
         store.dispatch(Increment())
         let partial: PartialStore<CounterState> = store
         let erased: any AnyStore = store
-        let seen = Recorder<Int>()
+        let seen = Collector<Int>()
         let outcome = await within(seconds: 120) {
             try await store.dispatch(ReadsStoreWhileUpdating(read: { partial.state }, seen: seen)).value
             try await store.dispatch(ReadsStoreWhileUpdating(read: { erased.anyState as! CounterState }, seen: seen)).value
@@ -170,7 +170,7 @@ struct LoopUntilRejected: SideEffect {
     @Test func readingTheStateInsideAQueuedUpdaterDoesNotDeadlock() async throws {
         let store = makeStore()
         let hold = await LaneHold.start(store, appending: 0)
-        let seen = Recorder<Int>()
+        let seen = Collector<Int>()
         let handle = store.dispatch(ReadsStoreWhileUpdating(read: { store.state }, seen: seen))
         await hold.release()
         let outcome = await within(seconds: 120) { try await handle.value }
@@ -268,7 +268,7 @@ struct LoopUntilRejected: SideEffect {
 
     // Row 4: side effects in flight do not keep the store alive.
     @Test func theStoreDeinitialisesWithASideEffectInFlight() async throws {
-        let ended = Recorder<String>()
+        let ended = Collector<String>()
         let watcher = WeakBox<TestStore>()
         var handle: DispatchHandle<Void>?
         do {

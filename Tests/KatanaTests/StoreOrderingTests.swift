@@ -31,7 +31,7 @@ import Testing
         let store = makeStore()
         let producers = 4
         let perProducer = 20_000
-        let handles = Recorder<DispatchHandle<Void>>()
+        let handles = Collector<DispatchHandle<Void>>()
         await withTaskGroup(of: Void.self) { group in
             for producer in 0..<producers {
                 group.addTask {

@@ -15,12 +15,12 @@ struct IncrementTwice: SideEffect {
     /// handle resolves.
     @Test func aMillionUpdatersFromTwoProducersPlusSideEffects() async throws {
         let store = makeStore()
-        let listenerCalls = Recorder<Int>()
+        let listenerCalls = Collector<Int>()
         store.addListener { _, new in if new.counter % 100_000 == 0 { listenerCalls.append(new.counter) } }
         let perProducer = 500_000
         let sideEffects = 20_000
-        let updaterHandles = Recorder<[DispatchHandle<Void>]>()
-        let sideEffectHandles = Recorder<[DispatchHandle<Void>]>()
+        let updaterHandles = Collector<[DispatchHandle<Void>]>()
+        let sideEffectHandles = Collector<[DispatchHandle<Void>]>()
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<2 {
                 group.addTask {

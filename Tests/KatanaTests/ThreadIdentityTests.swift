@@ -8,7 +8,7 @@ import Testing
 @Suite struct ThreadIdentityTests {
     @Test func eachLiveThreadHasItsOwnStableIdentity() async {
         let threads = 4
-        let ids = Recorder<(first: UInt, again: UInt)>()
+        let ids = Collector<(first: UInt, again: UInt)>()
         let allStarted = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let finished = DispatchSemaphore(value: 0)

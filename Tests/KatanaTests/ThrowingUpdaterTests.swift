@@ -82,7 +82,7 @@ func counterState(_ counter: Int, _ log: [Int]) -> CounterState {
     }
 
     @Test func anInterceptorSeesTheUpdatersOwnErrorFromNext() async throws {
-        let seen = Recorder<String>()
+        let seen = Collector<String>()
         let interceptor: StoreInterceptor = { _ in { next in { item in
             do { try next(item) } catch {
                 seen.append("\(error)")

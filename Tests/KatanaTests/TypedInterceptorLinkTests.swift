@@ -12,7 +12,7 @@ import KatanaTrace
     struct Wide: TypedDispatchInterceptor {
         let name: String
         let a: Int, b: Int, c: Int, d: Int, e: Int
-        let seen: Recorder<String>
+        let seen: Collector<String>
         func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                            forward: (any Dispatchable) throws -> Void) throws {
             seen.append("\(name):\(a + b + c + d + e)")
@@ -24,8 +24,8 @@ import KatanaTrace
         // Guarded by `lock`.
         private let lock = NSLock()
         private var count = 0
-        let seen: Recorder<String>
-        init(seen: Recorder<String>) { self.seen = seen }
+        let seen: Collector<String>
+        init(seen: Collector<String>) { self.seen = seen }
         func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                            forward: (any Dispatchable) throws -> Void) throws {
             let count = lock.withLock { self.count += 1; return self.count }
@@ -35,7 +35,7 @@ import KatanaTrace
     }
 
     struct Bare: TypedDispatchInterceptor {
-        let seen: Recorder<String>
+        let seen: Collector<String>
         func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                            forward: (any Dispatchable) throws -> Void) throws {
             seen.append("bare")
@@ -44,7 +44,7 @@ import KatanaTrace
     }
 
     @Test func interceptorsOfEveryLayoutRunInOrderWithTheirOwnValues() async throws {
-        let seen = Recorder<String>()
+        let seen = Collector<String>()
         let store = makeStore(configuration: .init(traceBackend: NoOpTraceBackend(), interceptors: [
             Wide(name: "wide", a: 1, b: 2, c: 3, d: 4, e: 5, seen: seen), Counting(seen: seen), Bare(seen: seen),
         ]))
@@ -63,7 +63,7 @@ import KatanaTrace
 
     /// Forwards a `Tracked` side effect instead of every `Increment` (and throws after forwarding when `thenThrow`).
     struct ForwardingSideEffect: TypedDispatchInterceptor {
-        let released: Recorder<Bool>
+        let released: Collector<Bool>
         let thenThrow: Bool
         func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                            forward: (any Dispatchable) throws -> Void) throws {
@@ -75,9 +75,9 @@ import KatanaTrace
 
     @Test(arguments: [false, true])
     func aSideEffectForwardedInsteadOfAnUpdaterIsReleasedOnceTheRunIsOver(thenThrow: Bool) async throws {
-        let released = Recorder<Bool>()
+        let released = Collector<Bool>()
         let store = makeStore(configuration: .init(traceBackend: NoOpTraceBackend(), interceptors: [
-            ForwardingSideEffect(released: released, thenThrow: thenThrow), Bare(seen: Recorder<String>()),
+            ForwardingSideEffect(released: released, thenThrow: thenThrow), Bare(seen: Collector<String>()),
         ]))
         let result = await store.dispatch(Increment()).result
         if thenThrow {

@@ -173,9 +173,9 @@ private extension InMemoryTraceBackend {
         plain.updaterInline(UpdaterInlineEvent(id: 7, parentID: 3, name: name, parallelism: 2, durationNanoseconds: 5,
                                                outcome: .error))
         #expect(plain.events == [
-            .enqueue(DispatchEnqueueEvent(id: 7, parentID: 3, kind: .stateUpdater, name: name, lane: .updaterInline, queueDepth: 0)),
-            .begin(DispatchBeginEvent(id: 7, parentID: 3, kind: .stateUpdater, name: name, lane: .updaterInline, parallelism: 2)),
-            .end(DispatchEndEvent(id: 7, kind: .stateUpdater, name: name, lane: .updaterInline, outcome: .error)),
+            .enqueue(DispatchEnqueueEvent(id: 7, parentID: 3, kind: .stateUpdater, name: name, route: .updaterInline, queueDepth: 0)),
+            .begin(DispatchBeginEvent(id: 7, parentID: 3, kind: .stateUpdater, name: name, route: .updaterInline, parallelism: 2)),
+            .end(DispatchEndEvent(id: 7, kind: .stateUpdater, name: name, route: .updaterInline, outcome: .error)),
         ])
     }
 }

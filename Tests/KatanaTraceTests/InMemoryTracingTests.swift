@@ -49,9 +49,9 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
             return
         }
         let name = TraceName.of(Bump.self)
-        #expect(enqueue == DispatchEnqueueEvent(id: enqueue.id, parentID: 0, kind: .stateUpdater, name: name, lane: .updaterInline, queueDepth: 0))
-        #expect(begin == DispatchBeginEvent(id: enqueue.id, parentID: 0, kind: .stateUpdater, name: name, lane: .updaterInline, parallelism: 0))
-        #expect(end == DispatchEndEvent(id: enqueue.id, kind: .stateUpdater, name: name, lane: .updaterInline, outcome: .ok))
+        #expect(enqueue == DispatchEnqueueEvent(id: enqueue.id, parentID: 0, kind: .stateUpdater, name: name, route: .updaterInline, queueDepth: 0))
+        #expect(begin == DispatchBeginEvent(id: enqueue.id, parentID: 0, kind: .stateUpdater, name: name, route: .updaterInline, parallelism: 0))
+        #expect(end == DispatchEndEvent(id: enqueue.id, kind: .stateUpdater, name: name, route: .updaterInline, outcome: .ok))
         #expect(name.string == "KatanaTraceTests.Bump")
     }
 
@@ -81,7 +81,7 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
             if case let .enqueue(e) = event, e.name == TraceName.of(Bump.self) { return e }
             return nil
         }
-        #expect(enqueues.map(\.lane) == [.updaterQueue, .updaterQueue])
+        #expect(enqueues.map(\.route) == [.updaterQueue, .updaterQueue])
         #expect(enqueues.map(\.queueDepth) == [0, 1])
         expectWellFormed(backend.events)
     }
@@ -97,7 +97,7 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
             return nil
         }
         try #require(sideEffectBegin.count == 1)
-        #expect(sideEffectBegin[0].lane == .sideEffectPool)
+        #expect(sideEffectBegin[0].route == .sideEffectPool)
         #expect(sideEffectBegin[0].parallelism == 1)
         #expect(sideEffectBegin[0].name == TraceName.of(BumpTwice.self))
         let children = events.compactMap { event -> DispatchEnqueueEvent? in
@@ -171,7 +171,7 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
             Issue.record("no enqueue")
             return
         }
-        #expect(enqueue.lane == .held)
+        #expect(enqueue.route == .keptUntilReady)
         #expect(events.count == 3)
     }
 
@@ -196,7 +196,7 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
         expectWellFormed(events)
         let ends = events.compactMap { event -> DispatchEndEvent? in if case let .end(end) = event { end } else { nil } }
         #expect(ends.map(\.outcome) == [.error, .cancelled, .error, .cancelled])
-        #expect(ends.allSatisfy { $0.lane == .held })
+        #expect(ends.allSatisfy { $0.route == .keptUntilReady })
     }
 
     @Test func heldItemsCancelledBeforeTheStoreIsReadyEndCancelledWhenItIs() async throws {

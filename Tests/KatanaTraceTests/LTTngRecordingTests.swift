@@ -396,7 +396,7 @@ extension LTTngRecordingTests {
 
     /// `micro` while a session records: the dispatch's line states the recorded budget, beside one raw event's
     /// cost — not the untraced dispatch's ≤ 100 ns, which a recorded dispatch (~250 ns here) would seem to break.
-    @Test func microWhileASessionRecordsStatesTheRecordedBudget() async throws {
+    @Test func microWhileASessionRecordsStatesTheRecordedLimit() async throws {
         let json = FileManager.default.temporaryDirectory.appendingPathComponent("katana-micro-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: json) }
         try LTTngEnvironment.ensureSessiond()
@@ -407,7 +407,7 @@ extension LTTngRecordingTests {
                                              "--runs", "1", "--backend", "lttng", "--json", json.path])
         try #require(micro.status == 0, "\(micro.err)")
         #expect(micro.err.contains("session listening: true"), "\(micro.err)")
-        #expect(micro.out.contains("budget ≤ 350 ns while a session records"), "\(micro.out)")
+        #expect(micro.out.contains("limit ≤ 350 ns while a session records"), "\(micro.out)")
         #expect(!micro.out.contains("≤ 100 ns"), "\(micro.out)")
         let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Double])
         #expect((figures["raw_lttng_event_floor_ns"] ?? 0) > 0, "\(figures)")
@@ -704,7 +704,7 @@ extension LTTngRecordingTests {
         let slow = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: slow) }
         let env = URL(fileURLWithPath: "/usr/bin/env")
-        let recorded = try await runProcessSuspending(env, record + ["--flight-recorder", "-o", slow.path, "--"] + workload + ["--slow-round", "40", "--slow-ms", "400"])
+        let recorded = try await runProcessSuspending(env, record + ["--snapshot", "-o", slow.path, "--"] + workload + ["--slow-round", "40", "--slow-ms", "400"])
         try #require(recorded.status == 0, "\(recorded.err)")
         let snapshots = recorded.out.split(separator: "\n").map(String.init)
         try #require(snapshots.count == 1, "one slow child, one snapshot: \(recorded.out) \(recorded.err)")
@@ -735,7 +735,7 @@ extension LTTngRecordingTests {
         // The same workload with nothing slow: no snapshot.
         let calm = FileManager.default.temporaryDirectory.appendingPathComponent("katana-flight-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: calm) }
-        let quiet = try await runProcessSuspending(env, record + ["--flight-recorder", "-o", calm.path, "--"] + workload)
+        let quiet = try await runProcessSuspending(env, record + ["--snapshot", "-o", calm.path, "--"] + workload)
         #expect(quiet.status == 0, "\(quiet.err)")
         #expect(quiet.out.isEmpty && quiet.err.contains("no snapshot"), "\(quiet.out) \(quiet.err)")
         let taken = (try? FileManager.default.contentsOfDirectory(atPath: calm.path)) ?? []

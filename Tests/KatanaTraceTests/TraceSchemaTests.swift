@@ -139,7 +139,7 @@ struct TraceSchema: Equatable, CustomStringConvertible {
             Dictionary(uniqueKeysWithValues: E.allCases.map { ($0.rawValue, $0.description) })
         }
         #expect(labels(DispatchKind.self) == provider.enumerations["kind"])
-        #expect(labels(DispatchLane.self) == provider.enumerations["queue"])
+        #expect(labels(DispatchRoute.self) == provider.enumerations["queue"])
         #expect(labels(DispatchOutcome.self) == provider.enumerations["outcome"])
     }
 

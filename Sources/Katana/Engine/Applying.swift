@@ -8,30 +8,30 @@ import Synchronization
 extension PartialStore {
     /// A lane item cancelled before the lane reached it: not applied; its handle rejects with `CancellationError`.
     @usableFromInline
-    final func skipCancelled(_ item: LaneItem, cell: HandleCell, lane: DispatchLane) {
-        if item.id != 0 { tracer.traceDropped(item, lane: lane, outcome: .cancelled) }
+    final func skipCancelled(_ item: LaneItem, cell: HandleCell, route: DispatchRoute) {
+        if item.id != 0 { tracer.traceDropped(item, route: route, outcome: .cancelled) }
         cell.resolve(.failure(CancellationError()))
     }
 
     /// Applies one lane item (through the interceptors unless it bypasses them). Called by the lane holder.
     /// `combined`: an inline updater whose enqueue was not traced, recorded as one event at its end (`traceFinish`).
     @inlinable
-    final func process(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool, combined: Bool = false) -> LaneResult {
+    final func process(_ item: LaneItem, route: DispatchRoute, recordChanges: Bool, combined: Bool = false) -> LaneResult {
         if let cell = item.cell, !cell.claimForLane() {
-            skipCancelled(item, cell: cell, lane: lane)
+            skipCancelled(item, cell: cell, route: route)
             return .skipped
         }
         guard intercepting, !item.bypass else {
             lockStateForApplying()
             defer { unlockStateAfterApplying() }
-            return .done(applyTracedLocked(item, lane: lane, recordChanges: recordChanges, combined: combined))
+            return .done(applyTracedLocked(item, route: route, recordChanges: recordChanges, combined: combined))
         }
         // Through the interceptors: begin and end bracket the whole chain (the updater is applied by `next`).
-        let started = item.id != 0 ? traceStart(item, lane: lane, combined: combined) : (0, 0)
+        let started = item.id != 0 ? traceStart(item, route: route, combined: combined) : (0, 0)
         let (result, outcome) = runUpdaterChain(item.updater, recordChanges: recordChanges)
         if item.id != 0 {
             if case let .done(error?) = result { traceFailure(item.id, error) }
-            traceFinish(item, lane: lane, combined: combined, started: started, outcome: outcome)
+            traceFinish(item, route: route, combined: combined, started: started, outcome: outcome)
         }
         return result
     }
@@ -39,13 +39,13 @@ extension PartialStore {
     /// Applies one updater past the interceptors, between its `dispatch_begin` and `dispatch_end`; returns what it
     /// threw. The caller holds `stateLock` and the lane.
     @inlinable
-    final func applyTracedLocked(_ item: LaneItem, lane: DispatchLane, recordChanges: Bool, combined: Bool = false) -> KatanaError? {
-        let started = item.id != 0 ? traceStart(item, lane: lane, combined: combined) : (0, 0)
+    final func applyTracedLocked(_ item: LaneItem, route: DispatchRoute, recordChanges: Bool, combined: Bool = false) -> KatanaError? {
+        let started = item.id != 0 ? traceStart(item, route: route, combined: combined) : (0, 0)
         var failure: KatanaError?
         do { try applyLocked(item.updater, recordChanges: recordChanges) } catch { failure = error }
         if item.id != 0 {
             if let failure { traceFailure(item.id, failure) }
-            traceFinish(item, lane: lane, combined: combined, started: started, outcome: failure == nil ? .ok : .error)
+            traceFinish(item, route: route, combined: combined, started: started, outcome: failure == nil ? .ok : .error)
         }
         return failure
     }

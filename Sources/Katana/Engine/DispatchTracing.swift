@@ -26,24 +26,24 @@ extension SideEffectItem: TracedItem {
 extension TraceBackend {
     /// An item's `dispatch_enqueue` (call only for traced items: `item.id != 0`).
     @inlinable
-    func traceEnqueue<I: TracedItem>(_ item: I, lane: DispatchLane, depth: Int) {
+    func traceEnqueue<I: TracedItem>(_ item: I, route: DispatchRoute, depth: Int) {
         dispatchEnqueue(DispatchEnqueueEvent(
-            id: item.id, parentID: item.parentID, kind: I.kind, name: item.name!, lane: lane,
+            id: item.id, parentID: item.parentID, kind: I.kind, name: item.name!, route: route,
             queueDepth: UInt32(clamping: depth)))
     }
 
     /// An item's `dispatch_begin` (call only for traced items).
     @inlinable
-    func traceBegin<I: TracedItem>(_ item: I, lane: DispatchLane, parallelism: Int) {
+    func traceBegin<I: TracedItem>(_ item: I, route: DispatchRoute, parallelism: Int) {
         dispatchBegin(DispatchBeginEvent(
-            id: item.id, parentID: item.parentID, kind: I.kind, name: item.name!, lane: lane,
+            id: item.id, parentID: item.parentID, kind: I.kind, name: item.name!, route: route,
             parallelism: UInt32(clamping: parallelism)))
     }
 
     /// An item's `dispatch_end` (call only for traced items).
     @inlinable
-    func traceEnd<I: TracedItem>(_ item: I, lane: DispatchLane, outcome: DispatchOutcome) {
-        dispatchEnd(DispatchEndEvent(id: item.id, kind: I.kind, name: item.name!, lane: lane, outcome: outcome))
+    func traceEnd<I: TracedItem>(_ item: I, route: DispatchRoute, outcome: DispatchOutcome) {
+        dispatchEnd(DispatchEndEvent(id: item.id, kind: I.kind, name: item.name!, route: route, outcome: outcome))
     }
 
     /// An item that ends without running: cancelled before it started, or rejected because its store went away
@@ -51,42 +51,42 @@ extension TraceBackend {
     /// the trace toolkit pairs all three, and a distributed-tracing span (started at the enqueue) ends here, with the
     /// error when there is one. `failure` is reported for an outcome of `.error` only.
     @usableFromInline
-    func traceDropped<I: TracedItem>(_ item: I, lane: DispatchLane, outcome: DispatchOutcome, failure: (any Error)? = nil) {
-        traceBegin(item, lane: lane, parallelism: 0)
+    func traceDropped<I: TracedItem>(_ item: I, route: DispatchRoute, outcome: DispatchOutcome, failure: (any Error)? = nil) {
+        traceBegin(item, route: route, parallelism: 0)
         if outcome == .error, let failure { dispatchFailed(id: item.id, error: failure) }
-        traceEnd(item, lane: lane, outcome: outcome)
+        traceEnd(item, route: route, outcome: outcome)
     }
 }
 
 extension PartialStore {
     /// An updater's `dispatch_enqueue`.
     @inlinable
-    final func traceEnqueue(_ item: LaneItem, lane: DispatchLane, depth: Int) {
-        tracer.traceEnqueue(item, lane: lane, depth: depth)
+    final func traceEnqueue(_ item: LaneItem, route: DispatchRoute, depth: Int) {
+        tracer.traceEnqueue(item, route: route, depth: depth)
     }
 
     /// A side effect's `dispatch_enqueue`.
     @inlinable
-    final func traceEnqueue(_ item: SideEffectItem, lane: DispatchLane, depth: Int) {
-        tracer.traceEnqueue(item, lane: lane, depth: depth)
+    final func traceEnqueue(_ item: SideEffectItem, route: DispatchRoute, depth: Int) {
+        tracer.traceEnqueue(item, route: route, depth: depth)
     }
 
     /// An updater's `dispatch_begin` (call only for traced items: `item.id != 0`).
     /// Returns the start time when its type has a latency budget (0 otherwise), for `traceEnd`.
     @inlinable @discardableResult
-    final func traceBegin(_ item: LaneItem, lane: DispatchLane) -> UInt64 {
-        tracer.traceBegin(item, lane: lane, parallelism: sideEffects.count)
+    final func traceBegin(_ item: LaneItem, route: DispatchRoute) -> UInt64 {
+        tracer.traceBegin(item, route: route, parallelism: sideEffects.count)
         return budgets.start(for: type(of: item.updater))
     }
 
     /// An updater's `dispatch_end` (call only for traced items: `item.id != 0`), after
     /// `budget_exceeded` when it ran over its type's budget.
     @inlinable
-    final func traceEnd(_ item: LaneItem, lane: DispatchLane, outcome: DispatchOutcome, started: UInt64 = 0) {
+    final func traceEnd(_ item: LaneItem, route: DispatchRoute, outcome: DispatchOutcome, started: UInt64 = 0) {
         if started != 0 {
             budgets.check(type(of: item.updater), started: started, id: item.id, kind: .stateUpdater, name: item.name!, tracer: tracer)
         }
-        tracer.traceEnd(item, lane: lane, outcome: outcome)
+        tracer.traceEnd(item, route: route, outcome: outcome)
     }
 
     /// Whether the item's type has no latency budget (a budgeted one is traced as three events, to time it).
@@ -98,18 +98,18 @@ extension PartialStore {
     /// start time. Out of line, so the untraced fast path stays small enough for the compiler to specialise the
     /// updater's apply into it.
     @usableFromInline @inline(never)
-    final func traceStart(_ item: LaneItem, lane: DispatchLane, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
-        if let recorder {
-            // Through the interceptors, the recorder is told at the chain's end, of what they pass on (an updater
+    final func traceStart(_ item: LaneItem, route: DispatchRoute, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+        if let dispatchRecorder {
+            // Through the interceptors, the dispatch recorder is told at the chain's end, of what they pass on (an updater
             // they drop is never applied): `DispatchLogTests.theLogHoldsWhatTheInterceptorsLetThrough`.
             if intercepting, !item.bypass {
                 chainRecord = (item.id, item.parentID)
             } else {
-                recorder.applying(item.updater, id: item.id, parentID: item.parentID, stateBefore: { _state })
+                dispatchRecorder.applying(item.updater, id: item.id, parentID: item.parentID, stateBefore: { _state })
             }
         }
         if combined { return (katana_duration_start(), UInt32(clamping: sideEffects.count)) }
-        return (traceBegin(item, lane: lane), 0)
+        return (traceBegin(item, route: route), 0)
     }
 
     /// An updater's end (call only for traced items): one `updater_inline` event carrying its duration when
@@ -118,7 +118,7 @@ extension PartialStore {
     /// told in a `listeners_notified` after its end, as a batch's are; 0 where the lane's batch tells them (its own
     /// `listeners_notified`).
     @usableFromInline @inline(never)
-    final func traceFinish(_ item: LaneItem, lane: DispatchLane, combined: Bool,
+    final func traceFinish(_ item: LaneItem, route: DispatchRoute, combined: Bool,
                            started: (started: UInt64, parallelism: UInt32), outcome: DispatchOutcome, listeners: UInt32 = 0) {
         if combined, let emit = nativeUpdaterInline, let name = item.name {
             emit(item.id, item.parentID, name.cString, name.utf8Count, started.parallelism,
@@ -130,7 +130,7 @@ extension PartialStore {
                 id: item.id, parentID: item.parentID, name: item.name!, parallelism: started.parallelism,
                 durationNanoseconds: katana_duration_ns(started.started), outcome: outcome, listeners: listeners))
         } else {
-            traceEnd(item, lane: lane, outcome: outcome, started: started.started)
+            traceEnd(item, route: route, outcome: outcome, started: started.started)
             if listeners > 0 { tracer.listenersNotified(storeID: storeID, changes: 1, listeners: listeners) }
         }
     }
@@ -146,14 +146,14 @@ extension PartialStore {
     /// passed on, under the ids of the dispatch whose chain it is (`chainRecord`).
     @usableFromInline @inline(never)
     final func recordAtChainEnd<U: AnyStateUpdater>(_ updater: U) {
-        recorder?.applying(updater, id: chainRecord.id, parentID: chainRecord.parentID, stateBefore: { _state })
+        dispatchRecorder?.applying(updater, id: chainRecord.id, parentID: chainRecord.parentID, stateBefore: { _state })
     }
 
     /// Tells the dispatch recorder of an updater about to be applied. Out of line (and generic, so the updater is boxed
     /// here, not in the caller): the untraced path stays as the compiler specialises it.
     @usableFromInline @inline(never)
     final func recordApplying<U: AnyStateUpdater>(_ updater: U, id: UInt64, parentID: UInt64) {
-        recorder?.applying(updater, id: id, parentID: parentID, stateBefore: { _state })
+        dispatchRecorder?.applying(updater, id: id, parentID: parentID, stateBefore: { _state })
     }
 
     /// The start of an updater traced as one event, with no lane item: its start token and the parallelism.
@@ -212,14 +212,14 @@ extension LaneItem: InlineRunTrace {
     func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
         guard id != 0 else { return (0, 0) }
         store.listenersTold = 0  // the chain may apply nothing: then no listener was told
-        return store.traceStart(self, lane: .updaterInline, combined: combined)
+        return store.traceStart(self, route: .updaterInline, combined: combined)
     }
     @inlinable
     func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
                           outcome: DispatchOutcome, failure: (any Error)?) {
         guard id != 0 else { return }
         if let failure { store.traceFailure(id, failure) }
-        store.traceFinish(self, lane: .updaterInline, combined: combined, started: started, outcome: outcome,
+        store.traceFinish(self, route: .updaterInline, combined: combined, started: started, outcome: outcome,
                           listeners: store.listenersTold)
     }
 }

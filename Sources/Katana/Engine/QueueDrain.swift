@@ -18,7 +18,7 @@ extension PartialStore {
         var chunk = 1
         let start = DispatchTime.now().uptimeNanoseconds
         while left > 0 {
-            guard let count = drainBatch(lane: .updaterInline, limit: Swift.min(chunk, left)) else { return }
+            guard let count = drainBatch(route: .updaterInline, limit: Swift.min(chunk, left)) else { return }
             left -= count
             if DispatchTime.now().uptimeNanoseconds &- start > Self.helpingTimeLimitNanoseconds { break }
             chunk &*= 2
@@ -51,7 +51,7 @@ extension PartialStore {
         var limit = Self.queueBatchFirstLimit
         while true {
             let start = DispatchTime.now().uptimeNanoseconds
-            guard drainBatch(lane: .updaterQueue, limit: limit) != nil else { return }
+            guard drainBatch(route: .updaterQueue, limit: limit) != nil else { return }
             let took = DispatchTime.now().uptimeNanoseconds &- start
             limit = Self.nextQueueBatchLimit(after: limit, took: took)
         }
@@ -72,10 +72,10 @@ extension PartialStore {
     /// Applies up to `limit` pending items as one batch and returns how many items that was; when nothing is
     /// pending, gives the lane up and returns nil. Called only by the lane holder.
     @inlinable
-    final func drainBatch(lane: DispatchLane, limit: Int) -> Int? {
+    final func drainBatch(route: DispatchRoute, limit: Int) -> Int? {
         let thread = currentThreadID
         laneLock.lock()
-        guard self.lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer) else {
+        guard lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer) else {
             offerSpareCells()  // the lane is given up: what this holder recycled goes to the producers
             laneLock.unlock()
             return nil
@@ -95,10 +95,10 @@ extension PartialStore {
             for index in drainBuffer.indices {
                 if drainBuffer[index].cell?.claimForLane() == false {
                     let cell = drainBuffer[index].cell.take()!  // resolved as cancelled here
-                    skipCancelled(drainBuffer[index], cell: cell, lane: lane)
+                    skipCancelled(drainBuffer[index], cell: cell, route: route)
                     continue
                 }
-                if let failure = applyTracedLocked(drainBuffer[index], lane: lane, recordChanges: record),
+                if let failure = applyTracedLocked(drainBuffer[index], route: route, recordChanges: record),
                    let cell = drainBuffer[index].cell.take() {
                     finished.append(FinishedUpdater(cell: cell, error: failure))
                 }
@@ -109,7 +109,7 @@ extension PartialStore {
             return count
         }
         for item in drainBuffer {
-            finish(item, process(item, lane: lane, recordChanges: record))
+            finish(item, process(item, route: route, recordChanges: record))
         }
         drainBuffer.removeAll(keepingCapacity: true)
         deliverChanges(to: listeners)

@@ -64,9 +64,9 @@ extension PartialStore {
             let outcome: DispatchOutcome = cell?.isCancelled ?? false ? .cancelled : .error
             switch item {
             case let .updater(updater) where updater.id != 0:
-                tracer.traceDropped(updater, lane: .held, outcome: outcome, failure: KatanaError.storeReleased)
+                tracer.traceDropped(updater, route: .keptUntilReady, outcome: outcome, failure: KatanaError.storeReleased)
             case let .sideEffect(sideEffect) where sideEffect.id != 0:
-                tracer.traceDropped(sideEffect, lane: .held, outcome: outcome, failure: KatanaError.storeReleased)
+                tracer.traceDropped(sideEffect, route: .keptUntilReady, outcome: outcome, failure: KatanaError.storeReleased)
             default:
                 break
             }

@@ -20,12 +20,12 @@ extension PartialStore {
         }
         laneLock.lock()
         if lane.beforeReady {
-            if id != 0 { traceEnqueue(item, lane: .held, depth: lane.earlyItems?.count ?? 0) }
+            if id != 0 { traceEnqueue(item, route: .keptUntilReady, depth: lane.earlyItems?.count ?? 0) }
             lane.keepUntilReady(.sideEffect(item))
             laneLock.unlock()
             return DispatchHandle(cell)
         }
-        if id != 0 { traceEnqueue(item, lane: .sideEffectPool, depth: lane.pending.count) }
+        if id != 0 { traceEnqueue(item, route: .sideEffectPool, depth: lane.pending.count) }
         laneLock.unlock()
         start(item)
         return DispatchHandle(cell)
@@ -36,7 +36,7 @@ extension PartialStore {
     final func launchSideEffect(_ sideEffect: any AnySideEffect, cell: HandleCell, parentID: UInt64) {
         let (id, name) = traceIdentity(of: type(of: sideEffect))
         let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name, bypass: true)
-        if id != 0 { traceEnqueue(item, lane: .sideEffectPool, depth: 0) }
+        if id != 0 { traceEnqueue(item, route: .sideEffectPool, depth: 0) }
         start(item)
     }
 

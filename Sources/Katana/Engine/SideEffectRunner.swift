@@ -20,7 +20,7 @@ final class SideEffectRegistry: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var closed = false
     @usableFromInline let tracer: any TraceBackend
     /// The store's dispatch recorder, told of each side effect it starts.
-    @usableFromInline let recorder: (any DispatchRecorder)?
+    @usableFromInline let dispatchRecorder: (any DispatchRecorder)?
     /// `running`, readable without the lock (for traces' `parallelism` and `sideEffectsRunning`).
     @usableFromInline let inFlight = Atomic<Int>(0)
 
@@ -44,9 +44,9 @@ final class SideEffectRegistry: @unchecked Sendable {
     /// shared object fewer (a retain and a release on a line every pool thread touches).
     @usableFromInline @exclusivity(unchecked) weak var host: (any SideEffectHost)?
 
-    init(lock: Lock, tracer: any TraceBackend, recorder: (any DispatchRecorder)?, budgets: LatencyBudgets,
+    init(lock: Lock, tracer: any TraceBackend, dispatchRecorder: (any DispatchRecorder)?, budgets: LatencyBudgets,
          contextPrototype: any ScopedSideEffectContext) {
-        self.recorder = recorder
+        self.dispatchRecorder = dispatchRecorder
         self.lock = lock
         self.contextPrototype = contextPrototype
         self.tracer = tracer
@@ -200,19 +200,19 @@ enum SideEffectRunner {
         let cell = item.cell
         guard cell.claim() else {
             // Cancelled before it started: the handle already says so.
-            if item.id != 0 { registry.tracer.traceDropped(item, lane: .sideEffectPool, outcome: .cancelled) }
+            if item.id != 0 { registry.tracer.traceDropped(item, route: .sideEffectPool, outcome: .cancelled) }
             return nil
         }
         guard let parallelism = registry.enter(cell) else {
             if item.id != 0 {
-                registry.tracer.traceDropped(item, lane: .sideEffectPool, outcome: .error, failure: KatanaError.storeReleased)
+                registry.tracer.traceDropped(item, route: .sideEffectPool, outcome: .error, failure: KatanaError.storeReleased)
             }
             cell.resolve(.failure(KatanaError.storeReleased))
             return nil
         }
         guard item.id != 0 else { return 0 }
-        registry.recorder?.starting(item.sideEffect, id: item.id, parentID: item.parentID)
-        registry.tracer.traceBegin(item, lane: .sideEffectPool, parallelism: parallelism)
+        registry.dispatchRecorder?.starting(item.sideEffect, id: item.id, parentID: item.parentID)
+        registry.tracer.traceBegin(item, route: .sideEffectPool, parallelism: parallelism)
         return registry.budgets.start(for: type(of: item.sideEffect))
     }
 
@@ -258,7 +258,7 @@ enum SideEffectRunner {
                                        name: item.name!, tracer: tracer)
             }
             if !cancelled, let failure { tracer.dispatchFailed(id: item.id, error: failure) }
-            tracer.traceEnd(item, lane: .sideEffectPool, outcome: cancelled ? .cancelled : outcome)
+            tracer.traceEnd(item, route: .sideEffectPool, outcome: cancelled ? .cancelled : outcome)
         }
         return cancelled
     }

@@ -79,16 +79,16 @@ extension PartialStore {
         // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
         // are this moment, which it carries as its duration) instead of three — with or without interceptors.
         let combined = id != 0 && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
-        if id != 0, !combined { traceEnqueue(item, lane: .updaterInline, depth: 0) }
+        if id != 0, !combined { traceEnqueue(item, route: .updaterInline, depth: 0) }
 
         if direct {
             // Traced, no interceptors: as the untraced direct path above, between the trace's start and end.
-            let started = traceStart(item, lane: .updaterInline, combined: combined)
+            let started = traceStart(item, route: .updaterInline, combined: combined)
             let failure = applyAndNotify(thread: thread) { (state: inout S) throws(KatanaError) in
                 try updater._apply(to: &state)
             }
             if let failure { traceFailure(id, failure) }
-            traceFinish(item, lane: .updaterInline, combined: combined, started: started,
+            traceFinish(item, route: .updaterInline, combined: combined, started: started,
                         outcome: failure == nil ? .ok : .error, listeners: listenersTold)
             releaseLane(thread: thread)
             return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
@@ -103,7 +103,7 @@ extension PartialStore {
         laneLock.lock()
         let listeners = listenersForBatch()
         laneLock.unlock()
-        let result = process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
+        let result = process(item, route: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
         deliverChanges(to: listeners)
         let handle = inlineHandle(result, success: success, parentID: parentID)
         releaseLane(thread: thread)
@@ -150,9 +150,9 @@ extension PartialStore {
             return
         }
         let listeners = listenersForBatch()
-        if item.id != 0, !alreadyTraced { traceEnqueue(item, lane: .updaterInline, depth: 0) }
+        if item.id != 0, !alreadyTraced { traceEnqueue(item, route: .updaterInline, depth: 0) }
         laneLock.unlock()
-        finish(item, process(item, lane: .updaterInline, recordChanges: !listeners.isEmpty))
+        finish(item, process(item, route: .updaterInline, recordChanges: !listeners.isEmpty))
         deliverChanges(to: listeners)
         resolveFinished()
         releaseLane(thread: thread)
@@ -165,17 +165,17 @@ extension PartialStore {
         let traced = traced && item.id != 0
         switch arrival {
         case .keepUntilReady:
-            if traced { traceEnqueue(item, lane: .held, depth: lane.earlyItems?.count ?? 0) }
+            if traced { traceEnqueue(item, route: .keptUntilReady, depth: lane.earlyItems?.count ?? 0) }
             lane.keepUntilReady(.updater(item))
             laneLock.unlock()
         case .enqueue, .waitForRoom:
-            if traced { traceEnqueue(item, lane: .updaterQueue, depth: lane.pending.count) }
+            if traced { traceEnqueue(item, route: .updaterQueue, depth: lane.pending.count) }
             lane.enqueue(item)
             laneLock.unlock()
         case .enqueueAndHelp, .applyInline:
             // The previous holder ran out of helping limit and left work behind (or the lane was given up while
             // this thread waited for room): queue behind it and help.
-            if traced { traceEnqueue(item, lane: .updaterInline, depth: lane.pending.count) }
+            if traced { traceEnqueue(item, route: .updaterInline, depth: lane.pending.count) }
             lane.enqueue(item)
             laneLock.unlock()
             helpDrain()

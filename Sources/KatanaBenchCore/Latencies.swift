@@ -11,7 +11,7 @@ public struct BenchMetric: Hashable, Sendable, CustomStringConvertible {
     public let name: String
     /// What the metric measures, for the table's legend.
     public let label: String
-    /// Its slot in every thread's recorder, given at first creation.
+    /// Its slot in every thread's histograms, given at first creation.
     let index: Int
 
     /// A metric named `name`, described by `label`.
@@ -79,8 +79,8 @@ func makeHistogram() -> LatencyHistogram {
 
 /// One thread's histograms. Only its own thread records into it (HdrHistogram is not thread-safe); they are
 /// merged after the run, once every sample's handle has resolved.
-final class ThreadRecorder: @unchecked Sendable {
-    // Mutated only by the owning thread while recording is on; read by `Recorders.merged()` after the run.
+final class ThreadLatencies: @unchecked Sendable {
+    // Mutated only by the owning thread while recording is on; read by `RunLatencies.merged()` after the run.
     var histograms: [LatencyHistogram] = BenchMetric.all.map { _ in makeHistogram() }
     var parallelismSum: UInt64 = 0
     var parallelismSamples: UInt64 = 0
@@ -88,7 +88,7 @@ final class ThreadRecorder: @unchecked Sendable {
 
     @inline(__always)
     func record(_ metric: Metric, _ nanoseconds: UInt64) {
-        // A metric created after this recorder (a scenario's own, declared late) gets its histogram on first use.
+        // A metric created after these histograms (a scenario's own, declared late) gets its histogram on first use.
         while metric.index >= histograms.count { histograms.append(makeHistogram()) }
         _ = histograms[metric.index].record(max(nanoseconds, 1))
     }
@@ -102,11 +102,11 @@ final class ThreadRecorder: @unchecked Sendable {
     }
 }
 
-/// The per-thread recorders of one run.
-final class Recorders: @unchecked Sendable {
-    // `all` is guarded by `lock`; each recorder belongs to one thread (see ThreadRecorder).
+/// The per-thread latencies of one run.
+final class RunLatencies: @unchecked Sendable {
+    // `all` is guarded by `lock`; each thread's belongs to that thread (see ThreadLatencies).
     private let lock = NSLock()
-    private var all: [ThreadRecorder] = []
+    private var all: [ThreadLatencies] = []
     private var key = pthread_key_t()
     /// Whether samples are kept (off during warm-up).
     private let recording = AtomicFlag()
@@ -120,16 +120,16 @@ final class Recorders: @unchecked Sendable {
     func setRecording(_ on: Bool) { recording.set(on) }
     var isRecording: Bool { recording.value }
 
-    /// This thread's recorder (created on first use).
+    /// This thread's histograms (created on first use).
     @inline(__always)
-    var current: ThreadRecorder {
+    var current: ThreadLatencies {
         if let raw = pthread_getspecific(key) {
-            return Unmanaged<ThreadRecorder>.fromOpaque(raw).takeUnretainedValue()
+            return Unmanaged<ThreadLatencies>.fromOpaque(raw).takeUnretainedValue()
         }
-        let recorder = ThreadRecorder()
-        lock.withLock { all.append(recorder) }  // `all` keeps it alive for the key's raw pointer
-        pthread_setspecific(key, Unmanaged.passUnretained(recorder).toOpaque())
-        return recorder
+        let thread = ThreadLatencies()
+        lock.withLock { all.append(thread) }  // `all` keeps it alive for the key's raw pointer
+        pthread_setspecific(key, Unmanaged.passUnretained(thread).toOpaque())
+        return thread
     }
 
     @inline(__always)
@@ -146,16 +146,16 @@ final class Recorders: @unchecked Sendable {
 
     /// All threads' histograms merged, and the parallelism samples. Call after every sample has been taken.
     func merged() -> (histograms: [Metric: LatencyHistogram], parallelismMean: Double, parallelismMax: UInt64) {
-        let recorders = lock.withLock { all }
+        let threads = lock.withLock { all }
         var result: [Metric: LatencyHistogram] = [:]
         for metric in BenchMetric.all {
             var total = makeHistogram()
-            for recorder in recorders where metric.index < recorder.histograms.count { total.add(recorder.histograms[metric.index]) }
+            for thread in threads where metric.index < thread.histograms.count { total.add(thread.histograms[metric.index]) }
             result[metric] = total
         }
-        let sum = recorders.reduce(0) { $0 + $1.parallelismSum }
-        let samples = recorders.reduce(0) { $0 + $1.parallelismSamples }
-        let peak = recorders.map(\.parallelismMax).max() ?? 0
+        let sum = threads.reduce(0) { $0 + $1.parallelismSum }
+        let samples = threads.reduce(0) { $0 + $1.parallelismSamples }
+        let peak = threads.map(\.parallelismMax).max() ?? 0
         return (result, samples == 0 ? 0 : Double(sum) / Double(samples), peak)
     }
 }

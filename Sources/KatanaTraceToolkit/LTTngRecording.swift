@@ -14,7 +14,7 @@ public struct RecordingOptions: Sendable {
     public var subbufferCount: Int?
     /// A snapshot session that keeps only the last sub-buffers and saves them each time a dispatch goes over its
     /// latency budget (an LTTng trigger on `katana:budget_exceeded`).
-    public var flightRecorder = false
+    public var snapshot = false
     /// The command to run and record.
     public var command: [String] = []
     public init() {}
@@ -23,7 +23,7 @@ public struct RecordingOptions: Sendable {
 /// `katana-trace record`: a fresh LTTng userspace session recording `katana:*` (with the vpid, vtid and procname
 /// contexts, on a channel big enough not to discard at bench rates) around one command; the session is destroyed
 /// whatever happens — the command failing, Ctrl-C, SIGTERM.
-public enum Recorder {
+public enum LTTngRecording {
     /// Records `options.command`; returns the exit status to end with: the command's (128 + N when signal N ended
     /// it), or 2 when recording could not be set up, or 128 + N when this process was interrupted by signal N.
     /// Prints the trace's folder (or the snapshots') on standard output, and what happened on standard error.
@@ -43,7 +43,7 @@ public enum Recorder {
         for tool in ["lttng", "lttng-sessiond"] where which(tool) == nil {
             return refuse("\(tool) is not installed (apt-get install lttng-tools, or run Katana's scripts/setup-system.sh)")
         }
-        let flight = options.flightRecorder
+        let flight = options.snapshot
         let size = options.subbufferSize ?? (flight ? "1M" : "8M")
         let count = options.subbufferCount ?? (flight ? 4 : 8)
         guard size.wholeMatch(of: /[0-9]+[kKmMgG]?/) != nil else {
@@ -235,16 +235,16 @@ public enum Recorder {
         func removeTrigger() {
             // --no-sessiond: a clean-up never starts a session daemon (with none running there is nothing to remove,
             // and one started here would outlive the recording).
-            if let trigger { Recorder.run(["lttng", "--no-sessiond", "remove-trigger", trigger]) }
+            if let trigger { LTTngRecording.run(["lttng", "--no-sessiond", "remove-trigger", trigger]) }
             trigger = nil
         }
 
         func destroy() {
             removeTrigger()
-            if created { Recorder.run(["lttng", "--no-sessiond", "destroy", name]) }
+            if created { LTTngRecording.run(["lttng", "--no-sessiond", "destroy", name]) }
             created = false
             releaseGuardian()
-            if let daemon { Recorder.stopDaemon(daemon) }
+            if let daemon { LTTngRecording.stopDaemon(daemon) }
         }
 
         /// The guardian: a shell that waits on a pipe only this process writes to. "done" on it means the session
