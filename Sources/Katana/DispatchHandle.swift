@@ -23,6 +23,11 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
 
     @inlinable init(_ cell: HandleCell) { storage = .pending(cell) }
     @inlinable init(resolved: Result<Value, any Error>) { storage = .resolved(resolved) }
+    /// The handle of an item the dispatching thread ran to its end: `success`, or what it threw (an updater's own
+    /// error as it threw it). Every inline path makes its handle here.
+    @inlinable init<Failure: Error>(ranInline failure: Failure?, success: Value) {
+        storage = .resolved(failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+    }
 
     @inlinable static func rejected(_ error: any Error) -> DispatchHandle { DispatchHandle(resolved: .failure(error)) }
 
@@ -54,7 +59,7 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
     }
 
     /// Cancels the item, as far as it can still be cancelled:
-    /// - a **state updater** still waiting in the lane (or held before the store is ready) is never applied, and
+    /// - a **state updater** still waiting in the lane (or kept until the store is ready) is never applied, and
     ///   the handle rejects with `CancellationError` at once; one already applied is not undone (no-op);
     /// - a **side effect** not started yet never starts (rejected at once); a running one has its task cancelled
     ///   (its body sees `Task.isCancelled`, `Task.sleep` throws), and so have the side effects it dispatched through

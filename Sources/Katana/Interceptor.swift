@@ -1,3 +1,4 @@
+import CKatanaTraceProvider
 import Synchronization
 import Glibc
 
@@ -174,7 +175,7 @@ final class ClosureChainEnd: @unchecked Sendable {
     /// call is deferred (made after the interceptor returned, or from another thread).
     @inlinable
     func handle(_ item: any Dispatchable) throws -> Bool {
-        guard thread.load(ordering: .relaxed) == currentThreadID, let run, let end else { return false }
+        guard thread.load(ordering: .relaxed) == katana_thread_id(), let run, let end else { return false }
         try end(item, run)
         return true
     }

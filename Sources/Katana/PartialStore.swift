@@ -55,7 +55,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Per-type latency budgets (flight recorder); checked only for traced dispatches.
     @usableFromInline final let budgets: LatencyBudgets
     @usableFromInline final let laneLock = Lock(adaptive: true)
-    @usableFromInline final let stateLock = Lock(adaptive: true)
+    /// The state and the lock that guards it.
+    @usableFromInline final let lockedState = LockedState<S>()
     /// Shared by every pending handle of this store.
     @usableFromInline final let completionLock = Lock()
     /// The lane's busy/queued word (`lane.word`), reached without touching `lane`: the holder gives an idle lane back
@@ -86,9 +87,12 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline final let listenersAreInline: Bool
     /// The backend takes an updater applied inline as one event at its end (`TraceBackend.combinesInlineUpdaters`).
     @usableFromInline final let tracerCombinesInline: Bool
-    /// `tracer.isEnabled` as a plain C function when the backend is a native provider (or the no-op one): asked on
-    /// every dispatch, without the existential's copy, projection and witness call.
+    /// `tracer.isEnabled` as a plain C function when the backend is a native provider (or an in-process one): asked
+    /// on every dispatch, without the existential's copy, projection and witness call.
     @usableFromInline final let enabledCheck: (@convention(c) () -> Int32)?
+    /// The backend is the no-op one and there is no dispatch recorder: nothing is ever traced, and the untraced
+    /// dispatch asks nothing (callgrind's `fire_and_forget`).
+    @usableFromInline final let tracesNothing: Bool
     /// A native provider's `updater_inline`, called directly with the name's bytes (no event value, no retains).
     @usableFromInline final let nativeUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
@@ -111,24 +115,21 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     // The fields above are read on every dispatch and written only before the store is shared (or once before it is
     // ready). The two groups below are written on every dispatch — the lane's by every producer, the holder's by the
     // thread applying — so each sits on cache lines of its own: with them interleaved, a producer reading `laneLock`
-    // or `intercepting` missed its cache on every dispatch because the holder had just written `_state` or `lane` next
-    // to it (the pads are never read).
+    // or `intercepting` missed its cache on every dispatch because the holder had just written the state or `lane`
+    // next to it (the pads are never read; the state has an object of its own, `lockedState`).
     @usableFromInline final let padBeforeLane = CacheLinePad()
 
     /// The lane's rules and state (see `LaneState`): taken, queued and released under `laneLock`, except that an idle
     /// lane with nothing queued is taken through `laneWord` alone (`LaneWord.tryTake`), and a holder with nothing
     /// queued since it took the lane gives it back the same way.
     @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
-    /// Changed with both `stateLock` and `laneLock` held (``changeListeners(_:)``), read with either.
+    /// Changed with both the state lock and `laneLock` held (``changeListeners(_:)``), read with either.
     @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []
     /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
     @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // as `listeners`
 
     @usableFromInline final let padBeforeHolder = CacheLinePad()
 
-    /// The thread applying updaters under `stateLock` right now (0: none). Written only by that thread while it holds
-    /// the lock; another thread can only ever read a value that is not its own id, so a stale read is harmless.
-    @usableFromInline final let applyingThread = Atomic<UInt>(0)
     @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
     /// The lane holder's snapshot of `listenersNeedOldState` for the items it applies now.
@@ -143,9 +144,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
     /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
     @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
-    /// Last of this class's fields: the one whose size depends on `S`, so every field above has an offset known at
-    /// compile time.
-    @usableFromInline @exclusivity(unchecked) final var _state: S = S()  // stateLock
     @usableFromInline final let padAfterHolder = CacheLinePad()
 
     init(configuration: StoreConfiguration, tracer: any TraceBackend, contextPrototype: any ScopedSideEffectContext) {
@@ -157,7 +155,8 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         // A store with a dispatch recorder gives every dispatch an id, as while its backend records: its check says so
         // (folded in here, the untraced dispatch asks one thing, as without one: callgrind's `fire_and_forget`).
         self.enabledCheck = if configuration.dispatchRecorder != nil { { 1 } } else if let native { native.enabledCheck }
-                            else if let direct { direct.enabledFunction } else if tracer is NoOpTraceBackend { { 0 } } else { nil }
+                            else if let direct { direct.enabledFunction } else { nil }
+        self.tracesNothing = configuration.dispatchRecorder == nil && tracer is NoOpTraceBackend
         self.nativeUpdaterInline = native?.updaterInlineFunction
         self.directUpdaterInline = direct?.updaterInlineSinceFunction
         self.dispatchRecorder = configuration.dispatchRecorder
@@ -195,23 +194,23 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// deadlocking on the state lock.
     @inlinable
     public final var state: S {
-        if stateLock.tryLock() {
-            defer { stateLock.unlock() }
-            return _state
+        if lockedState.tryLock() {
+            defer { lockedState.unlock() }
+            return lockedState.value
         }
-        if applyingThread.load(ordering: .relaxed) == currentThreadID {
+        if lockedState.isHeldByThisThread {
             // This thread is inside an updater of this store, holding the state lock.
-            return _state
+            return lockedState.value
         }
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        return _state
+        lockedState.lock()
+        defer { lockedState.unlock() }
+        return lockedState.value
     }
 
     public final var anyState: any State { state }
 
     /// Whether the state initializer has run and the interceptors are initialised. Items dispatched before
-    /// that are held and run, in order, once it is.
+    /// that are kept and run, in order, once it is.
     public final var isReady: Bool { laneLock.withLock { !lane.beforeReady } }
 
     /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).

@@ -1,10 +1,11 @@
+import CKatanaTraceProvider
 import Dispatch
 import Foundation
 @testable import Katana
 import KatanaTestSupport
 import Testing
 
-/// `currentThreadID` (the thread pointer): what every "does this thread hold it?" check compares.
+/// `katana_thread_id()` (the thread pointer): what every "does this thread hold it?" check compares.
 @Suite struct ThreadIdentityTests {
     @Test func eachLiveThreadHasItsOwnStableIdentity() async {
         let threads = 4
@@ -14,10 +15,10 @@ import Testing
         let finished = DispatchSemaphore(value: 0)
         for _ in 0..<threads {
             Thread {
-                let first = currentThreadID
+                let first = katana_thread_id()
                 allStarted.signal()
                 release.wait()  // every thread alive at once: ids of live threads must differ
-                ids.append((first, currentThreadID))
+                ids.append((first, katana_thread_id()))
                 finished.signal()
             }.start()
         }

@@ -22,8 +22,8 @@ extension PartialStore {
             return .skipped
         }
         guard intercepting, !item.bypass else {
-            lockStateForApplying()
-            defer { unlockStateAfterApplying() }
+            lockedState.lock()
+            defer { lockedState.unlock() }
             return .done(applyTracedLocked(item, route: route, recordChanges: recordChanges, combined: combined))
         }
         // Through the interceptors: begin and end bracket the whole chain (the updater is applied by `next`).
@@ -37,7 +37,7 @@ extension PartialStore {
     }
 
     /// Applies one updater past the interceptors, between its `dispatch_begin` and `dispatch_end`; returns what it
-    /// threw. The caller holds `stateLock` and the lane.
+    /// threw. The caller holds the state lock and the lane.
     @inlinable
     final func applyTracedLocked(_ item: LaneItem, route: DispatchRoute, recordChanges: Bool, combined: Bool = false) -> KatanaError? {
         let started = item.id != 0 ? traceStart(item, route: route, combined: combined) : (0, 0)
@@ -52,8 +52,8 @@ extension PartialStore {
 
     @inlinable
     final func apply(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
-        lockStateForApplying()
-        defer { unlockStateAfterApplying() }
+        lockedState.lock()
+        defer { lockedState.unlock() }
         try applyLocked(updater, recordChanges: recordChanges)
     }
 
@@ -62,56 +62,45 @@ extension PartialStore {
     /// and the erased chain's end through its witness, with one body here.) The listeners are read under the state
     /// lock, which every change of them holds too: a dispatch that took the lane lock-free holds no other lock.
     @inlinable @inline(__always)
-    final func applyAndNotify(thread: UInt, _ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? {
+    final func applyAndNotify(_ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? {
         var failure: KatanaError?
-        lockStateForApplying(thread: thread)
+        lockedState.lock()
         let listeners = self.listeners
         if listeners.isEmpty {
-            do { try changeStateLocked(apply) } catch { failure = error }
-            unlockStateAfterApplying()
+            do { try apply(&lockedState.value) } catch { failure = error }
+            lockedState.unlock()
         } else if listenersNeedOldState {
-            let old = _state
-            do { try changeStateLocked(apply) } catch { failure = error }
-            let new = _state
-            unlockStateAfterApplying()
+            let old = lockedState.value
+            do { try apply(&lockedState.value) } catch { failure = error }
+            let new = lockedState.value
+            lockedState.unlock()
             if failure == nil { listeners.tell(old, new) }
         } else {
             // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
-            do { try changeStateLocked(apply) } catch { failure = error }
-            let new = _state
-            unlockStateAfterApplying()
+            do { try apply(&lockedState.value) } catch { failure = error }
+            let new = lockedState.value
+            lockedState.unlock()
             if failure == nil { listeners.tell(new: new) }
         }
         listenersTold = failure == nil ? UInt32(truncatingIfNeeded: listeners.count) : 0
         return failure
     }
 
-    /// Applies one updater for a batch; the caller holds `stateLock` and the lane. With `recordChanges`, the change
-    /// is recorded for the listeners (`deliverChanges`): the (old, new) pair, or for new-state listeners only, that
-    /// there was one.
+    /// Applies one updater for a batch; the caller holds the state lock and the lane. With `recordChanges`, the
+    /// change is recorded for the listeners (`deliverChanges`): the (old, new) pair, or for new-state listeners only,
+    /// that there was one. The state changes in place: without a copy kept for `(old, new)` listeners, a state
+    /// changed in place is not copied on write.
     @inlinable
     final func applyLocked(_ updater: any AnyStateUpdater, recordChanges: Bool) throws(KatanaError) {
-        let apply = { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }
+        lockedState.assertHeldByThisThread("an updater applied without the state lock")
         if recordChanges, keepOldStates {
-            let old = _state
-            try changeStateLocked(apply)
-            changes.append((old, _state))
-        } else if recordChanges {
-            try changeStateLocked(apply)
-            newStatePending = true
+            let old = lockedState.value
+            try updater._apply(to: &lockedState.value)
+            changes.append((old, lockedState.value))
         } else {
-            try changeStateLocked(apply)
+            try updater._apply(to: &lockedState.value)
+            if recordChanges { newStatePending = true }
         }
-    }
-
-    /// The one place an updater changes the state: `apply` runs on it in place (an updater applied specialised, or
-    /// through its witness). Whether a copy of the state before it is kept, for listeners that take `(old, new)`, is
-    /// the caller's choice: without one, a state changed in place is not copied on write. The caller holds
-    /// `stateLock` and the lane.
-    @inlinable @inline(__always)
-    final func changeStateLocked(_ apply: (inout S) throws(KatanaError) -> Void) throws(KatanaError) {
-        stateLock.assertHeldByThisThread("an updater applied without the state lock")
-        try apply(&_state)
     }
 
     @inlinable
@@ -119,7 +108,7 @@ extension PartialStore {
         if newStatePending {
             // New-state listeners only: the state after the batch, once.
             newStatePending = false
-            let state = stateLock.withLock { _state }
+            let state = lockedState.withLock { lockedState.value }
             if listenersAreInline {
                 listeners.tell(new: state)
             } else {
@@ -161,18 +150,6 @@ extension PartialStore {
         }
     }
 
-    /// Takes the state lock to apply updaters, noting which thread holds it (see `state`).
-    @inlinable
-    final func lockStateForApplying(thread: UInt = currentThreadID) {
-        stateLock.lock()
-        applyingThread.store(thread, ordering: .relaxed)
-    }
-
-    @inlinable
-    final func unlockStateAfterApplying() {
-        applyingThread.store(0, ordering: .relaxed)
-        stateLock.unlock()
-    }
 }
 
 extension Array {

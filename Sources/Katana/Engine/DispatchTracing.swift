@@ -105,7 +105,7 @@ extension PartialStore {
             if intercepting, !item.bypass {
                 chainRecord = (item.id, item.parentID)
             } else {
-                dispatchRecorder.applying(item.updater, id: item.id, parentID: item.parentID, stateBefore: { _state })
+                dispatchRecorder.applying(item.updater, id: item.id, parentID: item.parentID, stateBefore: { lockedState.value })
             }
         }
         if combined { return (katana_duration_start(), UInt32(clamping: sideEffects.count)) }
@@ -146,14 +146,14 @@ extension PartialStore {
     /// passed on, under the ids of the dispatch whose chain it is (`chainRecord`).
     @usableFromInline @inline(never)
     final func recordAtChainEnd<U: AnyStateUpdater>(_ updater: U) {
-        dispatchRecorder?.applying(updater, id: chainRecord.id, parentID: chainRecord.parentID, stateBefore: { _state })
+        dispatchRecorder?.applying(updater, id: chainRecord.id, parentID: chainRecord.parentID, stateBefore: { lockedState.value })
     }
 
     /// Tells the dispatch recorder of an updater about to be applied. Out of line (and generic, so the updater is boxed
     /// here, not in the caller): the untraced path stays as the compiler specialises it.
     @usableFromInline @inline(never)
     final func recordApplying<U: AnyStateUpdater>(_ updater: U, id: UInt64, parentID: UInt64) {
-        dispatchRecorder?.applying(updater, id: id, parentID: parentID, stateBefore: { _state })
+        dispatchRecorder?.applying(updater, id: id, parentID: parentID, stateBefore: { lockedState.value })
     }
 
     /// The start of an updater traced as one event, with no lane item: its start token and the parallelism.

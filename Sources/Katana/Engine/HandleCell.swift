@@ -5,8 +5,8 @@ import Synchronization
 /// handles without any runtime type lookups; the value is checked against the handle's type when awaited.
 /// Every cell of a store shares the store's completion lock, so a batch resolves under one acquisition.
 ///
-/// A cell also carries its item's cancellation: `phase` says whether the item is still waiting (in the lane, held,
-/// or not yet started), running, or cancelled. The lane and the side-effect runner *claim* an item (waiting →
+/// A cell also carries its item's cancellation: `phase` says whether the item is still waiting (in the lane, kept
+/// until ready, or not yet started), running, or cancelled. The lane and the side-effect runner *claim* an item (waiting →
 /// running) before they run it; `cancel()` wins only against a waiting item (which is then never run) or asks a
 /// running side effect to stop. The claim is one compare-and-swap, so no item is both cancelled and applied.
 @usableFromInline

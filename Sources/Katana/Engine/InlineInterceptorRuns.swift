@@ -48,7 +48,7 @@ extension PartialStore {
     /// chain.
     @inlinable @inline(__always)
     final func applyInlineAtEnd(_ thread: UInt, _ apply: (inout S) throws(KatanaError) -> Void) throws {
-        if let failure = applyAndNotify(thread: thread, apply) {
+        if let failure = applyAndNotify(apply) {
             throw KatanaError.surfaced(failure)
         }
     }
@@ -120,7 +120,7 @@ extension PartialStore {
             // Passed on and applied: the common case, without building a lane result.
             trace.finish(self, combined: combined, started: started, outcome: .ok, failure: nil)
             releaseLane(thread: thread)
-            return DispatchHandle(resolved: .success(success))
+            return DispatchHandle(ranInline: KatanaError?.none, success: success)
         }
         let (result, outcome) = updaterChainResult(updater, &end, thrown: thrown)
         if case let .done(error?) = result {

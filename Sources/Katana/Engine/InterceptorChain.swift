@@ -241,7 +241,7 @@ extension PartialStore {
                     try self.queuedEnd(item, &pointer.pointee.end, recordChanges: recordChanges)
                 }
                 guard chain != nil else { return try runAllInterceptors(updater, end: end) }
-                try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: currentThreadID, end: { item, raw in
+                try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: katana_thread_id(), end: { item, raw in
                     let run = raw.assumingMemoryBound(to: QueuedRun.self)
                     try run.pointee.store._withUnsafeGuaranteedRef {
                         try $0.queuedEnd(item, &run.pointee.end, recordChanges: run.pointee.recordChanges)

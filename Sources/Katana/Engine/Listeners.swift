@@ -26,13 +26,13 @@ extension PartialStore {
     /// having taken the lane lock-free) and `laneLock` (the batch paths read them under it), in that order. From
     /// inside an updater this store is applying on this thread (a misuse), the state lock is this thread's already.
     final func changeListeners(_ change: (inout [ListenerBox<S>]) -> Void) {
-        let applying = applyingThread.load(ordering: .relaxed) == currentThreadID
-        if !applying { stateLock.lock() }
+        let applying = lockedState.isHeldByThisThread
+        if !applying { lockedState.lock() }
         laneLock.lock()
         change(&listeners)
         listenersNeedOldState = listeners.contains { $0.needsOldState }
         laneLock.unlock()
-        if !applying { stateLock.unlock() }
+        if !applying { lockedState.unlock() }
     }
 }
 

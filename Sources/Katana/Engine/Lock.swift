@@ -2,14 +2,10 @@ import CKatanaTraceProvider
 import Glibc
 import Synchronization
 
-/// This thread's identity, for "does this thread hold it?" checks (`katana_thread_id`: a register read, where
-/// `pthread_self()` was a call into libc).
-@inlinable var currentThreadID: UInt { UInt(katana_thread_id()) }
-
 /// A `pthread_mutex_t` lock. Used instead of `Synchronization.Mutex` because ThreadSanitizer on Linux does not
 /// see `Mutex`'s lock and reports false races (see STYLE.md); with this lock a TSan report is always real.
 @usableFromInline
-final class Lock: @unchecked Sendable {
+class Lock: @unchecked Sendable {
     // The mutex lives at a stable heap address for the life of the object, as pthreads requires, alone in its cache
     // line(s): a store's locks are allocated together, and two threads each taking a different one of them (a
     // producer the lane's, the lane holder the state's) must not invalidate each other's line on every acquisition.
@@ -21,12 +17,11 @@ final class Lock: @unchecked Sendable {
     /// Whether `lock()` spins before sleeping when another thread holds the lock (see `init(adaptive:)`).
     @usableFromInline let spins: Bool
 
-    #if DEBUG
-    /// Debug builds only: the thread holding the lock (0: none), so that code which must never run under it can say
-    /// so (``assertNotHeldByThisThread(_:)``). Written by the holder only; another thread never reads its own id
-    /// there unless it holds the lock.
+    /// The thread holding the lock (0: none). Written by the holder only, so a thread reads its own id here only
+    /// while it holds the lock, and a stale read is never its own id: ``isHeldByThisThread`` needs no ordering. What a
+    /// read of the store's state from inside an updater it is applying (`PartialStore.state`), and a listener added
+    /// there, ask instead of deadlocking; and the debug builds' checks of who holds what.
     @usableFromInline let holder = Atomic<UInt>(0)
-    #endif
 
     /// - Parameter adaptive: spin briefly before sleeping when the lock is taken, as glibc's
     ///   `PTHREAD_MUTEX_ADAPTIVE_NP` does. For locks held for a few dozen nanoseconds by many threads, where
@@ -51,19 +46,19 @@ final class Lock: @unchecked Sendable {
         UnsafeMutableRawPointer(mutex).deallocate()  // allocated raw, cache-line aligned
     }
 
-    @inlinable func lock() {
+    @inlinable final func lock() {
         if spins {
             if pthread_mutex_trylock(mutex) != 0 { lockAfterSpinning() }
         } else {
             pthread_mutex_lock(mutex)
         }
-        noteHeld()
+        holder.store(katana_thread_id(), ordering: .relaxed)
     }
 
     /// An adaptive lock that another thread holds: try again between pauses, up to `spinLimit` times (glibc's
     /// adaptive mutex spins up to 100), then sleep in `pthread_mutex_lock`.
     @usableFromInline @inline(never)
-    func lockAfterSpinning() {
+    final func lockAfterSpinning() {
         for _ in 0..<Lock.spinLimit {
             katana_cpu_relax()
             if pthread_mutex_trylock(mutex) == 0 { return }
@@ -72,36 +67,27 @@ final class Lock: @unchecked Sendable {
     }
 
     @usableFromInline static let spinLimit = 100
-    @inlinable func unlock() {
-        noteReleased()
+    @inlinable final func unlock() {
+        holder.store(0, ordering: .relaxed)
         pthread_mutex_unlock(mutex)
     }
 
     /// Takes the lock if it is free; `false` if another thread (or this one) holds it.
-    @inlinable func tryLock() -> Bool {
+    @inlinable final func tryLock() -> Bool {
         guard pthread_mutex_trylock(mutex) == 0 else { return false }
-        noteHeld()
+        holder.store(katana_thread_id(), ordering: .relaxed)
         return true
     }
 
-    @inlinable @inline(__always) func noteHeld() {
-        #if DEBUG
-        holder.store(currentThreadID, ordering: .relaxed)
-        #endif
-    }
-
-    @inlinable @inline(__always) func noteReleased() {
-        #if DEBUG
-        holder.store(0, ordering: .relaxed)
-        #endif
-    }
+    /// Whether this thread holds the lock.
+    @inlinable final var isHeldByThisThread: Bool { holder.load(ordering: .relaxed) == katana_thread_id() }
 
     /// Debug builds: stops the program unless this thread holds the lock. For the `…Locked` functions, whose
     /// callers must hold it: the "guarded by" of a comment, checked. Release builds: nothing.
     @inlinable @inline(__always)
-    func assertHeldByThisThread(_ what: @autoclosure () -> String) {
+    final func assertHeldByThisThread(_ what: @autoclosure () -> String) {
         #if DEBUG
-        precondition(holder.load(ordering: .relaxed) == currentThreadID, "lock not held: \(what())")
+        precondition(holder.load(ordering: .relaxed) == katana_thread_id(), "lock not held: \(what())")
         #endif
     }
 
@@ -109,9 +95,9 @@ final class Lock: @unchecked Sendable {
     /// of the Swift runtime's that is, elsewhere, held while this one is taken (the engine's lock order: the
     /// Threading contract article). Release builds: nothing.
     @inlinable @inline(__always)
-    func assertNotHeldByThisThread(_ what: @autoclosure () -> String) {
+    final func assertNotHeldByThisThread(_ what: @autoclosure () -> String) {
         #if DEBUG
-        precondition(holder.load(ordering: .relaxed) != currentThreadID, "lock order: \(what())")
+        precondition(holder.load(ordering: .relaxed) != katana_thread_id(), "lock order: \(what())")
         #endif
     }
 
@@ -147,19 +133,32 @@ final class Lock: @unchecked Sendable {
             let total = UInt64(deadline.tv_nsec) &+ nanoseconds % 1_000_000_000
             deadline.tv_sec &+= Int(nanoseconds / 1_000_000_000) &+ Int(total / 1_000_000_000)
             deadline.tv_nsec = Int(total % 1_000_000_000)
-            lock.noteReleased()
-            defer { lock.noteHeld() }
+            lock.holder.store(0, ordering: .relaxed)
+            defer { lock.holder.store(katana_thread_id(), ordering: .relaxed) }
             return pthread_cond_timedwait(cond, lock.mutex, &deadline) != ETIMEDOUT
         }
         @usableFromInline func broadcast() { pthread_cond_broadcast(cond) }
     }
 
     @inlinable
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    final func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock()
         defer { unlock() }
         return try body()
     }
+}
+
+/// A store's state with the lock that guards it, in one object (swift-nio's `NIOLockedValueBox` is the model):
+/// `value` is read and written only with the lock held — by the lane's holder around each change it applies, by
+/// readers of `PartialStore.state` — and the lock knows which thread holds it, so a read from inside an updater the
+/// store is applying on that thread gets the state as it is instead of deadlocking.
+@usableFromInline
+final class LockedState<S: State>: Lock, @unchecked Sendable {
+    /// The state. Guarded by this lock.
+    @usableFromInline @exclusivity(unchecked) var value = S()
+
+    /// Spins briefly before sleeping (see ``Lock/init(adaptive:)``): held for an updater's few dozen nanoseconds.
+    @usableFromInline init() { super.init(adaptive: true) }
 }
 
 /// 64 bytes never read: placed between a class's stored properties (laid out in declaration order), it keeps the

@@ -24,7 +24,7 @@ extension PartialStore {
             chunk &*= 2
         }
         laneLock.lock()
-        let leftover = lane.endTurn(thread: currentThreadID)
+        let leftover = lane.endTurn(thread: katana_thread_id())
         wakeProducersIfRoom()
         offerSpareCells()
         laneLock.unlock()
@@ -35,7 +35,7 @@ extension PartialStore {
     @inlinable
     final func kick() {
         laneLock.lock()
-        let taken = lane.takeForQueue(thread: currentThreadID)
+        let taken = lane.takeForQueue(thread: katana_thread_id())
         laneLock.unlock()
         if taken { drainQueue() }
     }
@@ -73,7 +73,7 @@ extension PartialStore {
     /// pending, gives the lane up and returns nil. Called only by the lane holder.
     @inlinable
     final func drainBatch(route: DispatchRoute, limit: Int) -> Int? {
-        let thread = currentThreadID
+        let thread = katana_thread_id()
         laneLock.lock()
         guard lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer) else {
             offerSpareCells()  // the lane is given up: what this holder recycled goes to the producers
@@ -91,7 +91,7 @@ extension PartialStore {
             // No interceptors: apply the whole batch under one acquisition of the state lock. The items are used in
             // place and their cells moved, not copied: each copy of an item or a cell was a reference count changed
             // on a cell the producer's core had just written (its handle), several per item.
-            lockStateForApplying(thread: thread)
+            lockedState.lock()
             for index in drainBuffer.indices {
                 if drainBuffer[index].cell?.claimForLane() == false {
                     let cell = drainBuffer[index].cell.take()!  // resolved as cancelled here
@@ -103,7 +103,7 @@ extension PartialStore {
                     finished.append(FinishedUpdater(cell: cell, error: failure))
                 }
             }
-            unlockStateAfterApplying()
+            lockedState.unlock()
             deliverChanges(to: listeners)
             resolveDrained()
             return count

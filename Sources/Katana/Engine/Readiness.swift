@@ -3,12 +3,12 @@ import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
-// Becoming ready: the initial state, the interceptors bound to the store, and the items held until then, in order.
+// Becoming ready: the initial state, the interceptors bound to the store, and the items kept until then, in order.
 extension PartialStore {
     /// Sets the initial state, initialises the interceptors (which may dispatch, e.g. `.onStart` items) and runs
-    /// every held item in dispatch order. Items dispatched while this runs are held too, so order is kept.
+    /// every kept item in dispatch order. Items dispatched while this runs are kept too, so order is kept.
     final func becomeReady(initialState: S, interceptors: [StoreInterceptor]) {
-        stateLock.withLock { _state = initialState }
+        lockedState.withLock { lockedState.value = initialState }
         intercepting = !configuration.interceptors.isEmpty || !interceptors.isEmpty
         sideEffects.intercepts = intercepting
         // One context for the interceptors of both forms.

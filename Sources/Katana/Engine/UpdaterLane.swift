@@ -20,7 +20,7 @@ extension PartialStore {
         #if KATANA_INJECTED_REGRESSION
         InjectedRegression.perDispatch()
         #endif
-        let thread = currentThreadID
+        let thread = katana_thread_id()
         // The common case — the store ready, the lane idle, nothing queued — takes the lane with one compare-and-swap;
         // a lane another thread holds is waited for briefly (`spinTake`); anything else arrives under `laneLock`.
         // Taken before the trace identity is made, not after: between one dispatch's give-back and its thread's next
@@ -51,11 +51,11 @@ extension PartialStore {
             // Untraced, no interceptors. Apply, hand the change straight to the listeners, and give the lane back —
             // with the updater as it came (no lane item: it would box it in an existential, copy it and destroy
             // both: a large share of the callgrind gate's `fire_and_forget`).
-            let failure = applyAndNotify(thread: thread) { (state: inout S) throws(KatanaError) in
+            let failure = applyAndNotify { (state: inout S) throws(KatanaError) in
                 try updater._apply(to: &state)
             }
             releaseLane(thread: thread)
-            return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+            return DispatchHandle(ranInline: failure, success: success)
         }
         if direct, combinesWithoutItem(type) {
             // Traced as one event at its end, no interceptors: the same, between the trace's start and end (no lane
@@ -63,12 +63,12 @@ extension PartialStore {
             // --backend flight-recorder`). Its own block, so the untraced one above stays as it was.
             if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
             let started = traceInlineStart()
-            let failure = applyAndNotify(thread: thread) { (state: inout S) throws(KatanaError) in
+            let failure = applyAndNotify { (state: inout S) throws(KatanaError) in
                 try updater._apply(to: &state)
             }
             traceInlineEnd(id: id, parentID: parentID, name: name, started: started, failure: failure)
             releaseLane(thread: thread)
-            return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+            return DispatchHandle(ranInline: failure, success: success)
         }
         if id == 0, listenersAreInline, !bypassInterceptors {
             // Untraced, through the interceptors (of either form) on this thread, without a lane item.
@@ -84,14 +84,14 @@ extension PartialStore {
         if direct {
             // Traced, no interceptors: as the untraced direct path above, between the trace's start and end.
             let started = traceStart(item, route: .updaterInline, combined: combined)
-            let failure = applyAndNotify(thread: thread) { (state: inout S) throws(KatanaError) in
+            let failure = applyAndNotify { (state: inout S) throws(KatanaError) in
                 try updater._apply(to: &state)
             }
             if let failure { traceFailure(id, failure) }
             traceFinish(item, route: .updaterInline, combined: combined, started: started,
                         outcome: failure == nil ? .ok : .error, listeners: listenersTold)
             releaseLane(thread: thread)
-            return DispatchHandle(resolved: failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+            return DispatchHandle(ranInline: failure, success: success)
         }
 
         if listenersAreInline, !item.bypass {
@@ -111,17 +111,20 @@ extension PartialStore {
     }
 
     /// An item's trace identity: a fresh id and its type's name while a trace session listens, `(0, nil)` when not
-    /// (id 0 means "not traced" everywhere in the lane).
-    @inlinable
+    /// (id 0 means "not traced" everywhere in the lane). Always inlined: left to itself the compiler stopped
+    /// inlining it into `enqueueUpdater` after an unrelated change there (+21 instructions, callgrind's `fire_and_forget*`).
+    @inlinable @inline(__always)
     final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
         guard tracingEnabled else { return (0, nil) }
         return (KatanaTracing.nextID(), TraceName.of(type))
     }
 
-    /// Whether the backend listens: a native provider's (or the no-op backend's) check called directly, else the
-    /// existential's `isEnabled`.
+    /// Whether the backend listens: never for the no-op backend; a native provider's (or an in-process backend's)
+    /// check called directly; else the existential's `isEnabled`.
     @inlinable
-    final var tracingEnabled: Bool { if let check = enabledCheck { check() != 0 } else { tracer.isEnabled } }
+    final var tracingEnabled: Bool {
+        if let check = enabledCheck { check() != 0 } else { !tracesNothing && tracer.isEnabled }
+    }
 
     /// The handle of an updater applied inline, from what applying it gave.
     @inlinable
@@ -130,7 +133,7 @@ extension PartialStore {
         case .skipped:
             return .rejected(CancellationError())  // not reached: the caller's own item has no cell to cancel
         case let .done(error):
-            return DispatchHandle(resolved: error.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+            return DispatchHandle(ranInline: error, success: success)
         case let .replacedBySideEffect(sideEffect):
             let cell = makeCell(for: V.self)
             launchSideEffect(sideEffect, cell: cell, parentID: parentID)
@@ -138,11 +141,11 @@ extension PartialStore {
         }
     }
 
-    /// Re-enqueues an item that already has a handle (held before ready, or forwarded by an interceptor). It never
+    /// Re-enqueues an item that already has a handle (kept until ready, or forwarded by an interceptor). It never
     /// waits for room: it was dispatched already.
     @inlinable
     final func enqueueExisting(_ item: LaneItem, ignoringReadiness: Bool, alreadyTraced: Bool) {
-        let thread = currentThreadID
+        let thread = katana_thread_id()
         laneLock.lock()
         let arrival = lane.arrive(thread: thread, ignoringReadiness: ignoringReadiness, canWait: false)
         guard arrival == .applyInline else {
@@ -158,7 +161,7 @@ extension PartialStore {
         releaseLane(thread: thread)
     }
 
-    /// Puts an item with a handle where `arrival` says (held, or queued in the lane) and traces where it went; for
+    /// Puts an item with a handle where `arrival` says (kept until ready, or queued in the lane) and traces where it went; for
     /// `.enqueueAndHelp` this thread holds the lane and helps drain it. Caller holds `laneLock`; this releases it.
     @inlinable
     final func enter(_ item: LaneItem, _ arrival: LaneState.Arrival, traced: Bool = true) {
@@ -231,7 +234,7 @@ extension PartialStore {
 
     /// Gives the lane up; items that arrived meanwhile are applied first (see `helpDrain`).
     @inlinable @inline(__always)
-    final func releaseLane(thread: UInt = currentThreadID) {
+    final func releaseLane(thread: UInt = katana_thread_id()) {
         // Nothing queued since the lane was taken (the common case): give it back without the lock.
         if laneWord.releaseIfNothingQueued() { return }
         laneLock.lock()
