@@ -370,7 +370,10 @@ extension InstallTests {
         var outputs: [String: (status: Int32, out: String, err: String)] = [:]
         var started = Date()
         for step in steps {
-            var environment = workflowEnv.merging(["CONFIGURATION": "debug", "ROUNDS": "3", "SECONDS_PER_RUN": "1", "THRESHOLD": "1000%", "RUNNER_TEMP": runnerTemp.path,
+            // The head changes a comment: the compare step is run for its mechanics, never for a verdict. Debug builds
+            // and one-second runs on a shared machine moved a metric past 1000% once (a CI rehearsal), so the
+            // threshold is the highest compare takes (10000%).
+            var environment = workflowEnv.merging(["CONFIGURATION": "debug", "ROUNDS": "3", "SECONDS_PER_RUN": "1", "THRESHOLD": "10000%", "RUNNER_TEMP": runnerTemp.path,
                                                    "GITHUB_ENV": githubEnv.path, "GITHUB_STEP_SUMMARY": summary.path]) { $1 }
             for line in try String(contentsOf: githubEnv, encoding: .utf8).split(separator: "\n") {
                 if let equals = line.firstIndex(of: "=") { environment[String(line[..<equals])] = String(line[line.index(after: equals)...]) }
@@ -384,7 +387,8 @@ extension InstallTests {
             outputs[step.name] = outcome
             print("workflow step \(step.name): \(Int(Date().timeIntervalSince(started))) s")
             started = Date()
-            try #require(outcome.status == 0, "step \(step.name) failed (\(outcome.status)):\n\(outcome.out.suffix(3_000))\n\(outcome.err.suffix(3_000))")
+            let written = (try? String(contentsOf: summary, encoding: .utf8)) ?? ""
+            try #require(outcome.status == 0, "step \(step.name) failed (\(outcome.status)):\n\(outcome.out.suffix(3_000))\n\(outcome.err.suffix(3_000))\njob summary:\n\(written.suffix(3_000))")
         }
         let table = try String(contentsOf: summary, encoding: .utf8)
         #expect(table.contains("bookkeeping.end_to_end") && table.contains("| "), "the job summary: \(table)")
