@@ -538,7 +538,7 @@ struct Micro: AsyncParsableCommand {
     private func metricsCost(metrics: DispatchMetrics, into figures: inout [String: Double]) async throws {
         var added: [Double] = [], unrecorded: [Double] = [], floors: [Double] = []
         var addedOne: [Double] = [], addedTwo: [Double] = [], two: [Double] = []
-        var addedOwnOne: [Double] = [], addedOwnTwo: [Double] = []
+        var addedOwnOne: [Double] = [], addedOwnTwo: [Double] = [], ownOne: [Double] = [], ownTwo: [Double] = []
         for _ in 0..<runs {
             let (recorded, none) = alternating(count: iterations, makeStore(backend: metrics), makeStore(backend: NoOpTraceBackend()))
             added.append(recorded - none)
@@ -560,6 +560,8 @@ struct Micro: AsyncParsableCommand {
             let ownTwoNone = try await producers(2, count: iterations, backend: NoOpTraceBackend(), storeEach: true)
             addedOwnOne.append(ownOneRecorded - ownOneNone)
             addedOwnTwo.append(ownTwoRecorded - ownTwoNone)
+            ownOne.append(ownOneNone)
+            ownTwo.append(ownTwoNone)
         }
         let extra = median(added), floor = median(floors)
         figures["metrics_added_ns"] = extra
@@ -571,10 +573,12 @@ struct Micro: AsyncParsableCommand {
         figures["metrics_two_producers_ns"] = median(two)
         figures["metrics_added_thread_alone_ns"] = median(addedOwnOne)
         figures["metrics_added_two_threads_ns"] = median(addedOwnTwo)
+        figures["metrics_unrecorded_thread_alone_ns"] = median(ownOne)
+        figures["metrics_unrecorded_two_threads_ns"] = median(ownTwo)
         print(String(format: "  metrics: +%.1f ns over an unrecorded dispatch (%.1f ns, same run); %.2f× its floor (a duration clock start and end and a per-thread histogram record: %.1f ns); limit ≤ +50 ns and ≤ 2×",
                      extra, median(unrecorded), extra / floor, floor))
-        print(String(format: "  metrics: +%.1f ns per dispatch on each of two threads (a store each, one set of metrics), +%.1f ns on one alone; limit two ≤ one",
-                     median(addedOwnTwo), median(addedOwnOne)))
+        print(String(format: "  metrics: +%.1f ns per dispatch on each of two threads (a store each, one set of metrics), +%.1f ns on one alone; limit two ≤ one (unrecorded: %.1f and %.1f ns)",
+                     median(addedOwnTwo), median(addedOwnOne), median(ownTwo), median(ownOne)))
         print(String(format: "  metrics: +%.1f ns per dispatch with two producers on one store (%.1f ns in all), +%.1f ns with one: the store's lane changes hands between them",
                      median(addedTwo), median(two), median(addedOne)))
     }

@@ -261,7 +261,8 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Double])
         for key in ["metrics_added_ns", "metrics_unrecorded_ns", "metrics_floor_ns", "metrics_floor_ratio",
                     "metrics_added_one_producer_ns", "metrics_added_two_producers_ns", "metrics_two_producers_ns",
-                    "metrics_added_thread_alone_ns", "metrics_added_two_threads_ns"] {
+                    "metrics_added_thread_alone_ns", "metrics_added_two_threads_ns", "metrics_unrecorded_thread_alone_ns",
+                    "metrics_unrecorded_two_threads_ns"] {
             let value = try #require(figures[key], "missing \(key) in \(figures)")
             #expect(value.isFinite, "\(key) = \(value)")
         }
