@@ -25,9 +25,9 @@ extension PartialStore {
         // a lane another thread holds is waited for briefly (`spinTake`); anything else arrives under `laneLock`.
         // Taken before the trace identity is made, not after: between one dispatch's give-back and its thread's next
         // take, a second producer waiting for the lane takes it, and the shorter that gap, the less often the lane
-        // changes cores (`katana-bench micro --only two-producers`, and its metrics line: 152–185 → 128–148 ns per
-        // dispatch untraced, 254–268 → 216–226 recorded, interleaved). Moving the recording itself out of the hold
-        // widens that gap: the recorded two-producer figure grew by ~75 ns.
+        // changes cores. For the same reason the recording stays inside the hold: moved out, it widened the gap and
+        // two producers got slower. Guarded by `katana-bench micro --only two-producers` and `--backend metrics`'s
+        // two-producer line (figures in #48's closing note).
         let tookFast = laneWord.tryTake(thread: thread)
         let (id, name) = traceIdentity(of: type)
         if !tookFast, !laneWord.spinTake(thread: thread, nanoseconds: Self.laneWaitNanoseconds) {
@@ -112,7 +112,8 @@ extension PartialStore {
 
     /// An item's trace identity: a fresh id and its type's name while a trace session listens, `(0, nil)` when not
     /// (id 0 means "not traced" everywhere in the lane). Always inlined: left to itself the compiler stopped
-    /// inlining it into `enqueueUpdater` after an unrelated change there (+21 instructions, callgrind's `fire_and_forget*`).
+    /// inlining it into `enqueueUpdater` after an unrelated change there, a call on every traced dispatch (the
+    /// callgrind gate's `fire_and_forget_*` rows).
     @inlinable @inline(__always)
     final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
         guard tracingEnabled else { return (0, nil) }
