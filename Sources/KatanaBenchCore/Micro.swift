@@ -41,6 +41,10 @@ struct Micro: AsyncParsableCommand {
         /// Updaters that can refuse, per state size: a `ThrowingStateUpdater` (works on a copy) against a
         /// `ValidatingStateUpdater` (in place) and a plain `StateUpdater`; only when asked for.
         case refusableUpdaters = "refusable-updaters"
+        /// Updaters that queue: each round a holder thread parks in an updater (holding the lane) while this thread
+        /// dispatches `--queued` updaters, which find the lane held and queue; the holder applies them when its own
+        /// updater returns. Against the same round with nothing queued; only when asked for.
+        case queued
     }
 
     @Option(name: .long, parsing: .unconditional, help: "Dispatches per run (side effects: a tenth of this).")
@@ -86,6 +90,9 @@ struct Micro: AsyncParsableCommand {
     /// (a scrape's cost is measured by `make test-metrics`), and here it would make callgrind's counts depend on timing.
     static let metrics = Result { () throws(DispatchMetrics.ConfigurationError) in try DispatchMetrics(.init(exportInterval: nil)) }
 
+    @Option(name: .long, parsing: .unconditional, help: "Updaters queued behind the parked holder per round (--only queued; 0: the round alone).")
+    var queued: Int = 1
+
     @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the limits).")
     var payload: Int = 0
 
@@ -100,6 +107,7 @@ struct Micro: AsyncParsableCommand {
         try checkRange(iterations, 10...1_000_000_000, "--iterations")
         try checkRange(payload, 0...(1 << 30), "--payload", unit: "bytes")
         try checkRange(runs, 1...1_000, "--runs")
+        try checkRange(queued, 0...Micro.queuedLimit, "--queued")
         // Fail before measuring, not after, when the output cannot be written.
         if let json { try checkWritable(file: json) }
     }
@@ -261,6 +269,9 @@ struct Micro: AsyncParsableCommand {
             case .refusableUpdaters:
                 guard only.contains(.refusableUpdaters) else { continue }
                 refusableUpdaters(backend: backend, into: &figures)
+            case .queued:
+                guard only.contains(.queued) else { continue }
+                queuedCost(backend: backend, into: &figures)
             case .dumps:
                 guard self.backend.recordsInProcess else {
                     if only.contains(.dumps) { throw ValidationError("--only dumps measures the flight recorder's dumps: give --backend flight-recorder") }
@@ -758,6 +769,66 @@ struct Micro: AsyncParsableCommand {
         return probe.result
     }
 
+    /// The most updaters `--queued` queues per round: the helping limit, so the holder applies them all in its turn.
+    static let queuedLimit = 256
+
+    /// `--only queued`: the round with `--queued` updaters queued, and (with floors) the round alone; the difference per
+    /// updater is what queueing one costs its producer and the holder that applies it. Rounds are a hundredth of
+    /// `--iterations` (each one hands off between two threads twice). `--queued 0` measures the round alone; `scripts/dispatch-walk`
+    /// counts the queued updater's walk as the difference between the two.
+    private func queuedCost(backend: any TraceBackend, into figures: inout [String: Double]) {
+        let rounds = max(iterations / 100, 10)
+        var withQueued: [Double] = [], alone: [Double] = []
+        for _ in 0..<runs {
+            if queued > 0 { withQueued.append(queuedRounds(rounds, queueing: queued, backend: backend)) }
+            if floors || queued == 0 { alone.append(queuedRounds(rounds, queueing: 0, backend: backend)) }
+        }
+        if !alone.isEmpty { figures["queued_round_alone_ns"] = median(alone) }
+        guard queued > 0 else {
+            print(String(format: "a round with nothing queued (the holder parked and released) %9.1f ns", median(alone)))
+            return
+        }
+        let round = median(withQueued)
+        figures["queued_round_ns"] = round
+        guard !alone.isEmpty else {
+            print(String(format: "a round with %d updaters queued behind the parked holder %9.1f ns", queued, round))
+            return
+        }
+        let added = median(zip(withQueued, alone).map { ($0 - $1) / Double(queued) })
+        figures["queued_updater_ns_per_op"] = added
+        print(String(format: "queued updater (%d per round behind a parked holder) %9.1f ns/op over the round alone (%.1f µs; with them %.1f µs)",
+                     queued, added, median(alone) / 1_000, round / 1_000))
+    }
+
+    /// ns per round: a holder thread dispatches a `Gate`, which parks it inside the lane; this thread dispatches
+    /// `queueing` updaters (each finds the lane held, waits its brief while and queues) and opens the gate; the
+    /// holder's dispatch applies them before it returns.
+    private func queuedRounds(_ rounds: Int, queueing: Int, backend: any TraceBackend) -> Double {
+        let store = makeStore(backend: backend)
+        while !store.isReady { sched_yield() }
+        let go = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        let gate = Gate()
+        let holder = Thread {
+            for _ in 0..<rounds {
+                go.wait()
+                store.dispatch(gate)
+                done.signal()
+            }
+        }
+        holder.start()
+        let start = nowNanoseconds()
+        for _ in 0..<rounds {
+            go.signal()
+            gate.parked.wait()
+            for _ in 0..<queueing { store.dispatch(Increment()) }
+            gate.open.signal()
+            done.wait()
+        }
+        let elapsed = nowNanoseconds() - start
+        precondition(store.state.counter == rounds * queueing, "lost updates: \(store.state.counter) of \(rounds * queueing)")
+        return Double(elapsed) / Double(rounds)
+    }
+
     /// Aggregate ns per dispatch with `producers` threads (started together) dispatching `count` updaters in total
     /// into one store, until the last one is applied. `storeEach`: each thread dispatches `count` into a store of its
     /// own, and the figure is ns per dispatch on each thread.
@@ -806,6 +877,16 @@ final class IntervalProbe: SideEffect, @unchecked Sendable {
         blackHole(sum)
         let calls = Double(slice * 10)
         result = (Double(totals.direct) / calls, Double(totals.closure) / calls, Double(totals.interval) / calls)
+    }
+}
+
+/// Parks the thread applying it, inside the lane: says so on `parked`, then waits for `open` (`micro --only queued`).
+struct Gate: StateUpdater {
+    let parked = DispatchSemaphore(value: 0)
+    let open = DispatchSemaphore(value: 0)
+    func updateState(_ state: inout BenchState) {
+        parked.signal()
+        open.wait()
     }
 }
 

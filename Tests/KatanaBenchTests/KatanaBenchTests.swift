@@ -273,6 +273,30 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         #expect(outcome.out.contains("with two producers on one store"), "\(outcome.out)")
     }
 
+    /// `--only queued`: updaters queued behind a holder parked in the lane cost their round more than the round alone,
+    /// and none is lost (micro checks the count); `--queued 0` measures the round alone (what `make walk` subtracts).
+    @Test func queuedUpdatersAreMeasuredAgainstTheRoundAlone() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let json = directory.appendingPathComponent("micro.json").path
+        let outcome = try await bench(["micro", "--only", "queued", "--queued", "64", "--iterations", "2000", "--runs", "3",
+                                       "--backend", "none", "--json", json])
+        try #require(outcome.status == 0, "\(outcome.err)")
+        let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Double])
+        let round = try #require(figures["queued_round_ns"]), alone = try #require(figures["queued_round_alone_ns"])
+        let added = try #require(figures["queued_updater_ns_per_op"])
+        // 64 updaters, each waiting its brief while for the held lane before it queues: the round takes longer.
+        #expect(round > alone && added > 0, "\(figures)")
+        #expect(outcome.out.contains("queued updater (64 per round behind a parked holder)"), "\(outcome.out)")
+
+        let alonePath = directory.appendingPathComponent("alone.json").path
+        let roundAlone = try await bench(["micro", "--only", "queued", "--queued", "0", "--iterations", "1000", "--runs", "1",
+                                          "--backend", "none", "--json", alonePath])
+        try #require(roundAlone.status == 0, "\(roundAlone.err)")
+        let aloneFigures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: alonePath))) as? [String: Double])
+        #expect(aloneFigures["queued_round_alone_ns"] != nil && aloneFigures["queued_updater_ns_per_op"] == nil, "\(aloneFigures)")
+    }
+
     @Test func anUnknownCaseIsRejected() async throws {
         let outcome = try await bench(["micro", "--only", "teleport"])
         #expect(outcome.status != 0)
@@ -398,6 +422,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
     @Test(arguments: [
         (["micro", "--iterations", "1e20"], "--iterations"), (["micro", "--runs", "0"], "--runs"),
         (["micro", "--payload", "100000000000"], "--payload"), (["micro", "--json", "/nonexistent-dir/x.json"], "/nonexistent-dir"),
+        (["micro", "--only", "queued", "--queued", "257"], "--queued"), (["micro", "--queued", "-1"], "--queued"),
         (["workload", "--rounds", "0"], "--rounds"), (["workload", "--children", "100000"], "--children"),
         (["workload", "--wait-for-session", "inf"], "--wait-for-session"), (["workload", "--child-budget-ms", "-1"], "--child-budget-ms"),
     ] as [([String], String)])
