@@ -3,8 +3,8 @@ import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
-// Applying one lane item under the state lock (between its trace begin and end), and delivering the changes to
-// listeners.
+// Applying a batch's items under the state lock (each between its trace begin and end), and delivering the changes
+// to the listeners. (An updater applied inline by its dispatching thread: `applyAndNotify`, `UpdaterLane.swift`.)
 extension PartialStore {
     /// A lane item cancelled before the lane reached it: not applied; its handle rejects with `CancellationError`.
     @usableFromInline
@@ -57,35 +57,6 @@ extension PartialStore {
         try applyLocked(updater, recordChanges: recordChanges)
     }
 
-    /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners.
-    /// (`apply` applies the updater: a closure, so the direct paths and the typed chain's end apply it specialised
-    /// and the erased chain's end through its witness, with one body here.) The listeners are read under the state
-    /// lock, which every change of them holds too: a dispatch that took the lane lock-free holds no other lock.
-    @inlinable @inline(__always)
-    final func applyAndNotify(_ apply: (inout S) throws(KatanaError) -> Void) -> KatanaError? {
-        var failure: KatanaError?
-        lockedState.lock()
-        let listeners = self.listeners
-        if listeners.isEmpty {
-            do { try apply(&lockedState.value) } catch { failure = error }
-            lockedState.unlock()
-        } else if listenersNeedOldState {
-            let old = lockedState.value
-            do { try apply(&lockedState.value) } catch { failure = error }
-            let new = lockedState.value
-            lockedState.unlock()
-            if failure == nil { listeners.tell(old, new) }
-        } else {
-            // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
-            do { try apply(&lockedState.value) } catch { failure = error }
-            let new = lockedState.value
-            lockedState.unlock()
-            if failure == nil { listeners.tell(new: new) }
-        }
-        listenersTold = failure == nil ? UInt32(truncatingIfNeeded: listeners.count) : 0
-        return failure
-    }
-
     /// Applies one updater for a batch; the caller holds the state lock and the lane. With `recordChanges`, the
     /// change is recorded for the listeners (`deliverChanges`): the (old, new) pair, or for new-state listeners only,
     /// that there was one. The state changes in place: without a copy kept for `(old, new)` listeners, a state
@@ -95,10 +66,10 @@ extension PartialStore {
         lockedState.assertHeldByThisThread("an updater applied without the state lock")
         if recordChanges, keepOldStates {
             let old = lockedState.value
-            try updater._apply(to: &lockedState.value)
+            try updater._apply(at: &lockedState.value)
             changes.append((old, lockedState.value))
         } else {
-            try updater._apply(to: &lockedState.value)
+            try updater._apply(at: &lockedState.value)
             if recordChanges { newStatePending = true }
         }
     }
@@ -150,28 +121,4 @@ extension PartialStore {
         }
     }
 
-}
-
-extension Array {
-    /// Tells every listener in this list of a change. Each box is called without being retained: the list, which
-    /// the caller holds for the whole loop, keeps them all alive (`for listener in listeners` retained and released
-    /// each one: two atomic operations per listener per change; the callgrind gate's `listeners_4`).
-    @inlinable @inline(__always)
-    func tell<S: State>(_ old: S, _ new: S) where Element == ListenerBox<S> {
-        withUnsafeBufferPointer { boxes in
-            for index in boxes.indices {
-                Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef { $0.call(old, new) }
-            }
-        }
-    }
-
-    /// Tells every new-state listener in this list of a change, as ``tell(_:_:)`` does.
-    @inlinable @inline(__always)
-    func tell<S: State>(new: S) where Element == ListenerBox<S> {
-        withUnsafeBufferPointer { boxes in
-            for index in boxes.indices {
-                Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef { $0.call(new: new) }
-            }
-        }
-    }
 }

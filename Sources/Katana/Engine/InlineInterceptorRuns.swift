@@ -16,18 +16,18 @@ extension PartialStore {
     /// An inline run's chain end for the updater as dispatched, passed on by every interceptor in the typed form:
     /// applied as an updater without interceptors is (specialised).
     @inlinable @inline(__always)
-    final func inlineEnd<U: AnyStateUpdater>(typed updater: U, _ end: inout ChainEnd, _ thread: UInt) throws {
+    final func inlineEnd<U: AnyStateUpdater>(typed updater: U, _ end: inout ChainEnd) throws {
         try endOfUpdaterChain(typed: updater, &end) { updater in
-            try applyInlineAtEnd(thread) { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }
+            try applyInlineAtEnd(updater)
         }
     }
 
     /// An inline run's chain end for an item passed on erased (or forwarded instead): an updater applied through its
     /// witness, anything else kept as the replacement.
     @inlinable
-    final func inlineEnd(_ item: any Dispatchable, _ end: inout ChainEnd, _ thread: UInt) throws {
+    final func inlineEnd(_ item: any Dispatchable, _ end: inout ChainEnd) throws {
         try endOfUpdaterChain(item, &end) { updater in
-            try applyInlineAtEnd(thread) { (state: inout S) throws(KatanaError) in try updater._apply(to: &state) }
+            try applyInlineAtEnd(updater)
         }
     }
 
@@ -36,19 +36,19 @@ extension PartialStore {
     /// its side effect through two witnesses and applies it through a third (the callgrind gate's
     /// `dispatch_interceptors_3`); anything else goes the erased way.
     @inlinable @inline(__always)
-    final func inlineEnd<U: AnyStateUpdater>(_ item: any Dispatchable, as _: U.Type, _ end: inout ChainEnd, _ thread: UInt) throws {
+    final func inlineEnd<U: AnyStateUpdater>(_ item: any Dispatchable, as _: U.Type, _ end: inout ChainEnd) throws {
         if let updater = sameType(item, as: U.self) {
-            try inlineEnd(typed: updater, &end, thread)
+            try inlineEnd(typed: updater, &end)
         } else {
-            try inlineEnd(item, &end, thread)
+            try inlineEnd(item, &end)
         }
     }
 
-    /// An inline run's applier: apply (through `apply`) and tell the listeners now; a refusal is thrown back up the
-    /// chain.
+    /// An inline run's applier: apply and tell the listeners now; a refusal is thrown back up the chain. (`updater`
+    /// an existential, the erased end's, is opened: applied through its witness.)
     @inlinable @inline(__always)
-    final func applyInlineAtEnd(_ thread: UInt, _ apply: (inout S) throws(KatanaError) -> Void) throws {
-        if let failure = applyAndNotify(apply) {
+    final func applyInlineAtEnd<U: AnyStateUpdater>(_ updater: U) throws {
+        if let failure = applyAndNotify(updater) {
             throw KatanaError.surfaced(failure)
         }
     }
@@ -68,7 +68,7 @@ extension PartialStore {
         let started = trace.start(self, combined: combined)
         var thrown: (any Error)?
         if let chain {
-            var run = InlineRun(store: Unmanaged.passUnretained(self), thread: thread)
+            var run = InlineRun(store: Unmanaged.passUnretained(self))
             // Closures (after any protocol-form interceptors, erased): the chain's last `next` reaches this run through
             // `closureEnd`.
             let links = !self.links.isEmpty
@@ -77,7 +77,7 @@ extension PartialStore {
                     try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: thread, end: { item, raw in
                         let run = raw.assumingMemoryBound(to: InlineRun.self)
                         try run.pointee.store._withUnsafeGuaranteedRef {
-                            try $0.inlineEnd(item, as: U.self, &run.pointee.end, run.pointee.thread)
+                            try $0.inlineEnd(item, as: U.self, &run.pointee.end)
                         }
                     }) {
                         if links { try runLinks(updater, from: 0) { try chain($0) } } else { try chain(updater) }
@@ -89,7 +89,7 @@ extension PartialStore {
             return finishInlineRun(trace, updater, parentID: parentID, &run.end, thrown: thrown, combined: combined,
                                    started: started, thread: thread, success: success)
         } else if typed, let first = firstTypedLink {
-            var run = TypedRun(store: Unmanaged.passUnretained(self), first: first, thread: thread)
+            var run = TypedRun(store: Unmanaged.passUnretained(self), first: first)
             do {
                 try withUnsafeMutablePointer(to: &run) { try Self.runTypedLinks(updater, $0) }
             } catch {
@@ -101,7 +101,7 @@ extension PartialStore {
             // The erased links alone: the end is a closure on this stack, over a `ChainEnd` of its own.
             var end = ChainEnd()
             do {
-                try runLinks(updater, from: 0, end: { try self.inlineEnd($0, as: U.self, &end, thread) })
+                try runLinks(updater, from: 0, end: { try self.inlineEnd($0, as: U.self, &end) })
             } catch {
                 thrown = error
             }
@@ -142,12 +142,10 @@ extension PartialStore {
         /// references).
         @usableFromInline let store: Unmanaged<PartialStore<S>>
         @usableFromInline var end = ChainEnd()
-        @usableFromInline let thread: UInt
 
         @inlinable
-        init(store: Unmanaged<PartialStore<S>>, thread: UInt) {
+        init(store: Unmanaged<PartialStore<S>>) {
             self.store = store
-            self.thread = thread
         }
     }
 
@@ -160,13 +158,11 @@ extension PartialStore {
         /// The link whose interceptor is running: set before each call and restored after it (the calls nest).
         @usableFromInline var current: Unmanaged<TypedLink>
         @usableFromInline var end = ChainEnd()
-        @usableFromInline let thread: UInt
 
         @inlinable
-        init(store: Unmanaged<PartialStore<S>>, first: Unmanaged<TypedLink>, thread: UInt) {
+        init(store: Unmanaged<PartialStore<S>>, first: Unmanaged<TypedLink>) {
             self.store = store
             self.current = first
-            self.thread = thread
         }
     }
 }

@@ -213,7 +213,7 @@ extension PartialStore {
     @inlinable @inline(__always)
     static func typedEnd<U: AnyStateUpdater>(_ updater: U, _ run: UnsafeMutablePointer<TypedRun>) throws {
         try run.pointee.store._withUnsafeGuaranteedRef {
-            try $0.inlineEnd(typed: updater, &run.pointee.end, run.pointee.thread)
+            try $0.inlineEnd(typed: updater, &run.pointee.end)
         }
     }
 
@@ -221,7 +221,7 @@ extension PartialStore {
     @inlinable @inline(never)
     static func erasedEnd(_ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>) throws {
         try run.pointee.store._withUnsafeGuaranteedRef {
-            try $0.inlineEnd(item, &run.pointee.end, run.pointee.thread)
+            try $0.inlineEnd(item, &run.pointee.end)
         }
     }
 

@@ -1,8 +1,8 @@
 import Synchronization
 
 // Listeners: registering and unsubscribing them, the boxes they live in, and telling them of a change. (When a change
-// is delivered — now, for an updater applied inline, or after a batch — is `Applying.swift`'s `applyAndNotify` and
-// `deliverChanges`.)
+// is delivered — now, for an updater applied inline, or after a batch — is `applyAndNotify`'s, `UpdaterLane.swift`,
+// and `deliverChanges`', `Applying.swift`.)
 extension PartialStore {
     final func subscribe(_ box: ListenerBox<S>) -> StoreUnsubscribe {
         changeListeners {
@@ -59,15 +59,28 @@ final class ListenerBox<S: State>: Sendable {
 
     @usableFromInline
     func deactivate() { active.store(false, ordering: .releasing) }
+}
 
+extension Array {
+    /// Tells every listener in this list still subscribed of a change. Each box is called without being retained:
+    /// the list, which the caller holds for the whole loop, keeps them all alive (`for listener in listeners`
+    /// retained and released each one: two atomic operations per listener per change; the callgrind gate's
+    /// `listeners_4`).
     @inlinable @inline(__always)
-    func call(_ old: S, _ new: S) {
-        if active.load(ordering: .acquiring) { listener(old, new) }
+    func tell<S: State>(_ old: S, _ new: S) where Element == ListenerBox<S> {
+        withUnsafeBufferPointer { boxes in
+            for index in boxes.indices {
+                Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef {
+                    if $0.active.load(ordering: .acquiring) { $0.listener(old, new) }
+                }
+            }
+        }
     }
 
-    /// For a change delivered without its old state (no listener needs it): only new-state listeners get these.
+    /// Tells every new-state listener in this list of a change (no listener needs the old state), as
+    /// ``tell(_:_:)`` does.
     @inlinable @inline(__always)
-    func call(new: S) {
-        if active.load(ordering: .acquiring) { listener(new, new) }
+    func tell<S: State>(new: S) where Element == ListenerBox<S> {
+        tell(new, new)
     }
 }

@@ -51,9 +51,7 @@ extension PartialStore {
             // Untraced, no interceptors. Apply, hand the change straight to the listeners, and give the lane back —
             // with the updater as it came (no lane item: it would box it in an existential, copy it and destroy
             // both: a large share of the callgrind gate's `fire_and_forget`).
-            let failure = applyAndNotify { (state: inout S) throws(KatanaError) in
-                try updater._apply(to: &state)
-            }
+            let failure = applyAndNotify(updater)
             releaseLane(thread: thread)
             return DispatchHandle(ranInline: failure, success: success)
         }
@@ -63,9 +61,7 @@ extension PartialStore {
             // --backend flight-recorder`). Its own block, so the untraced one above stays as it was.
             if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
             let started = traceInlineStart()
-            let failure = applyAndNotify { (state: inout S) throws(KatanaError) in
-                try updater._apply(to: &state)
-            }
+            let failure = applyAndNotify(updater)
             traceInlineEnd(id: id, parentID: parentID, name: name, started: started, failure: failure)
             releaseLane(thread: thread)
             return DispatchHandle(ranInline: failure, success: success)
@@ -84,9 +80,7 @@ extension PartialStore {
         if direct {
             // Traced, no interceptors: as the untraced direct path above, between the trace's start and end.
             let started = traceStart(item, route: .updaterInline, combined: combined)
-            let failure = applyAndNotify { (state: inout S) throws(KatanaError) in
-                try updater._apply(to: &state)
-            }
+            let failure = applyAndNotify(updater)
             if let failure { traceFailure(id, failure) }
             traceFinish(item, route: .updaterInline, combined: combined, started: started,
                         outcome: failure == nil ? .ok : .error, listeners: listenersTold)
@@ -108,6 +102,35 @@ extension PartialStore {
         let handle = inlineHandle(result, success: success, parentID: parentID)
         releaseLane(thread: thread)
         return handle
+    }
+
+    /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners.
+    /// (Generic, so the direct paths and the typed chain's end apply it specialised, and the erased chain's end —
+    /// its existential opened — through its witness, with one body here.) The listeners are read under the state
+    /// lock, which every change of them holds too: a dispatch that took the lane lock-free holds no other lock.
+    @inlinable @inline(__always)
+    final func applyAndNotify<U: AnyStateUpdater>(_ updater: U) -> KatanaError? {
+        var failure: KatanaError?
+        lockedState.lock()
+        let listeners = self.listeners
+        if listeners.isEmpty {
+            do { try updater._apply(at: &lockedState.value) } catch { failure = error }
+            lockedState.unlock()
+        } else if listenersNeedOldState {
+            let old = lockedState.value
+            do { try updater._apply(at: &lockedState.value) } catch { failure = error }
+            let new = lockedState.value
+            lockedState.unlock()
+            if failure == nil { listeners.tell(old, new) }
+        } else {
+            // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
+            do { try updater._apply(at: &lockedState.value) } catch { failure = error }
+            let new = lockedState.value
+            lockedState.unlock()
+            if failure == nil { listeners.tell(new: new) }
+        }
+        listenersTold = failure == nil ? UInt32(truncatingIfNeeded: listeners.count) : 0
+        return failure
     }
 
     /// An item's trace identity: a fresh id and its type's name while a trace session listens, `(0, nil)` when not
