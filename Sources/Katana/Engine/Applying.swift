@@ -74,11 +74,16 @@ extension PartialStore {
         }
     }
 
+    /// Tells `listeners` of the changes the batch recorded (`applyLocked`), now or on their executor, and traces them
+    /// as one `listeners_notified`. (An updater applied inline tells its listeners in `applyAndNotify`, and its trace
+    /// event carries how many: `traceFinish`.)
     @inlinable
     final func deliverChanges(to listeners: [ListenerBox<S>]) {
+        var delivered = 0
         if newStatePending {
             // New-state listeners only: the state after the batch, once.
             newStatePending = false
+            delivered = 1
             let state = lockedState.withLock { lockedState.value }
             if listenersAreInline {
                 listeners.tell(new: state)
@@ -87,37 +92,31 @@ extension PartialStore {
                     listeners.tell(new: state)
                 }
             }
-            if tracingEnabled {
-                tracer.listenersNotified(storeID: storeID, changes: 1, listeners: UInt32(clamping: listeners.count))
-            }
         }
-        guard !changes.isEmpty else { return }
-        let count = changes.count
-        if count == 1, listenersAreInline {
+        if changes.count == 1, listenersAreInline {
             // One change (an item applied through the interceptors, or a batch of one): taken out of the buffer
             // without the general removal's range bookkeeping.
+            delivered += 1
             let (old, new) = changes.removeLast()
             listeners.tell(old, new)
-            if tracingEnabled {
-                tracer.listenersNotified(storeID: storeID, changes: 1, listeners: UInt32(clamping: listeners.count))
-            }
-            return
-        }
-        if listenersAreInline {
-            for (old, new) in changes {
-                listeners.tell(old, new)
-            }
-        } else {
-            let batch = changes
-            configuration.listenerExecutor.run {
-                for (old, new) in batch {
+        } else if !changes.isEmpty {
+            delivered += changes.count
+            if listenersAreInline {
+                for (old, new) in changes {
                     listeners.tell(old, new)
                 }
+            } else {
+                let batch = changes
+                configuration.listenerExecutor.run {
+                    for (old, new) in batch {
+                        listeners.tell(old, new)
+                    }
+                }
             }
+            changes.removeAll(keepingCapacity: true)
         }
-        changes.removeAll(keepingCapacity: true)
-        if tracingEnabled {
-            tracer.listenersNotified(storeID: storeID, changes: UInt32(clamping: count), listeners: UInt32(clamping: listeners.count))
+        if delivered > 0, tracingEnabled {
+            tracer.listenersNotified(storeID: storeID, changes: UInt32(clamping: delivered), listeners: UInt32(clamping: listeners.count))
         }
     }
 

@@ -162,10 +162,10 @@ extension PartialStore {
         (katana_duration_start(), UInt32(clamping: sideEffects.count))
     }
 
-    /// The one event of an updater traced without a lane item (after its failure, if any).
+    /// The one event of an updater traced without a lane item (``CombinedRun``), after its failure, if any.
     @usableFromInline @inline(never)
     final func traceInlineEnd(id: UInt64, parentID: UInt64, name: TraceName?, started: (started: UInt64, parallelism: UInt32),
-                              failure: KatanaError?) {
+                              failure: (any Error)?) {
         if let failure { traceFailure(id, failure) }
         let outcome = failure == nil ? DispatchOutcome.ok : .error
         guard let name else { return }
@@ -187,13 +187,39 @@ extension PartialStore {
     }
 }
 
-/// How an inline run through the protocol-form interceptors is traced: by its lane item, or not at all
-/// (``UntracedRun``, whose calls vanish once specialised).
+/// How an updater its dispatching thread applies is traced (`PartialStore.applyInline`, with or without interceptors):
+/// by its lane item, as one event without one (``CombinedRun``), or not at all (``UntracedRun``, whose calls vanish
+/// once specialised).
 @usableFromInline
 protocol InlineRunTrace {
     func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32)
     func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
                           outcome: DispatchOutcome, failure: (any Error)?)
+}
+
+/// An updater traced as one `updater_inline` event at its end, without a lane item (a backend that combines, no budget
+/// for its type, no interceptors): its start is a start token and the parallelism.
+@usableFromInline
+struct CombinedRun: InlineRunTrace {
+    @usableFromInline let id: UInt64
+    @usableFromInline let parentID: UInt64
+    @usableFromInline let name: TraceName?
+
+    @inlinable init(id: UInt64, parentID: UInt64, name: TraceName?) {
+        self.id = id
+        self.parentID = parentID
+        self.name = name
+    }
+
+    @inlinable
+    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+        store.traceInlineStart()
+    }
+    @inlinable
+    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+                          outcome: DispatchOutcome, failure: (any Error)?) {
+        store.traceInlineEnd(id: id, parentID: parentID, name: name, started: started, failure: failure)
+    }
 }
 
 /// An untraced inline run: no lane item, nothing to emit.

@@ -55,43 +55,26 @@ extension PartialStore {
             releaseLane(thread: thread)
             return DispatchHandle(ranInline: failure, success: success)
         }
-        if direct, combinesWithoutItem(type) {
-            // Traced as one event at its end, no interceptors: the same, between the trace's start and end (no lane
-            // item either: most of what a recorded dispatch cost over an unrecorded one in `katana-bench micro
-            // --backend flight-recorder`). Its own block, so the untraced one above stays as it was.
-            if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
-            let started = traceInlineStart()
-            let failure = applyAndNotify(updater)
-            traceInlineEnd(id: id, parentID: parentID, name: name, started: started, failure: failure)
-            releaseLane(thread: thread)
-            return DispatchHandle(ranInline: failure, success: success)
-        }
         if id == 0, listenersAreInline, !bypassInterceptors {
             // Untraced, through the interceptors (of either form) on this thread, without a lane item.
-            return applyInlineThroughLinks(UntracedRun(), updater, parentID: parentID, typed: typedLinks, thread: thread,
-                                           combined: false, success: success)
+            return applyInline(UntracedRun(), updater, parentID: parentID, typed: typedLinks, thread: thread,
+                               combined: false, success: success)
+        }
+        if direct, combinesWithoutItem(type) {
+            // Traced as one event at its end, no interceptors, and no lane item either (it was most of what a recorded
+            // dispatch cost over an unrecorded one in `katana-bench micro --backend flight-recorder`).
+            if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
+            return applyInline(CombinedRun(id: id, parentID: parentID, name: name), updater, parentID: parentID,
+                               typed: typedLinks, thread: thread, combined: true, success: success)
         }
         let item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
         // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
         // are this moment, which it carries as its duration) instead of three — with or without interceptors.
         let combined = id != 0 && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
         if id != 0, !combined { traceEnqueue(item, route: .updaterInline, depth: 0) }
-
-        if direct {
-            // Traced, no interceptors: as the untraced direct path above, between the trace's start and end.
-            let started = traceStart(item, route: .updaterInline, combined: combined)
-            let failure = applyAndNotify(updater)
-            if let failure { traceFailure(id, failure) }
-            traceFinish(item, route: .updaterInline, combined: combined, started: started,
-                        outcome: failure == nil ? .ok : .error, listeners: listenersTold)
-            releaseLane(thread: thread)
-            return DispatchHandle(ranInline: failure, success: success)
-        }
-
-        if listenersAreInline, !item.bypass {
-            // Through the interceptors on this thread, without the batch buffers.
-            return applyInlineThroughLinks(item, updater, parentID: parentID, typed: typedLinks, thread: thread,
-                                           combined: combined, success: success)
+        if listenersAreInline, !(item.bypass && intercepting) {
+            return applyInline(item, updater, parentID: parentID, typed: typedLinks, thread: thread, combined: combined,
+                               success: success)
         }
         // Listeners on their executor: the batch path, which reads them under `laneLock`.
         laneLock.lock()
@@ -102,6 +85,26 @@ extension PartialStore {
         let handle = inlineHandle(result, success: success, parentID: parentID)
         releaseLane(thread: thread)
         return handle
+    }
+
+    /// The one inline path of every updater its dispatching thread applies but the untraced one without interceptors
+    /// (`enqueueUpdater` spells that one out): between `trace`'s start and finish — nothing (``UntracedRun``), one event
+    /// at the end without a lane item (``CombinedRun``), or by its lane item — apply it and tell the listeners now,
+    /// through the interceptors when there are any (`applyInlineThroughLinks`); give the lane back; make the handle.
+    /// Generic over the trace, so each kind's calls are specialised in, none tested per dispatch.
+    @inlinable @inline(__always)
+    final func applyInline<T: InlineRunTrace, U: AnyStateUpdater, V: Sendable>(
+        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, thread: UInt, combined: Bool, success: V
+    ) -> DispatchHandle<V> {
+        if intercepting {
+            return applyInlineThroughLinks(trace, updater, parentID: parentID, typed: typed, thread: thread,
+                                           combined: combined, success: success)
+        }
+        let started = trace.start(self, combined: combined)
+        let failure = applyAndNotify(updater)
+        trace.finish(self, combined: combined, started: started, outcome: failure == nil ? .ok : .error, failure: failure)
+        releaseLane(thread: thread)
+        return DispatchHandle(ranInline: failure, success: success)
     }
 
     /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners.
