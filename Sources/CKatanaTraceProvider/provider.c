@@ -37,6 +37,8 @@ uint64_t katana_id_refill(void) {
 __thread uintptr_t katana_name_cache_keys[KATANA_NAME_CACHE_SLOTS] __attribute__((tls_model("initial-exec")));
 __thread const void *katana_name_cache_values[KATANA_NAME_CACHE_SLOTS] __attribute__((tls_model("initial-exec")));
 
+__thread void *katana_interception_frame __attribute__((tls_model("initial-exec")));
+
 /* ------------------------------------------------------------------------------------------ short durations */
 
 uint64_t katana_ns_per_tick_bits = 0;

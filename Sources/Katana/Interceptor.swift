@@ -62,49 +62,54 @@ private final class FirstError: @unchecked Sendable {
     }
 }
 
-/// A side effect's run through the interceptors, in progress on this thread: lets the closure chain's last `next` tell
-/// a call made synchronously from inside the chain (run this item) from a deferred one (dispatch anew). (An updater's
-/// run is found through the store's ``ClosureChainEnd``: only the lane holder runs one; side effects run theirs
-/// concurrently, each on its own task.)
+/// A run through a store's interceptor closures in progress on this thread — an updater's (inline or queued, on the
+/// lane holder's thread) or a side effect's (on its task): what the closure chain's last `next`, composed once and
+/// capturing no run, ends. It tells a call made synchronously from inside the chain (the item reaches this run's end)
+/// from a deferred one, or one from another thread (dispatched anew: not this thread's frame, or none).
 @usableFromInline
 struct InterceptionFrame {
     @usableFromInline let store: ObjectIdentifier
-    @usableFromInline var end = ChainEnd()
+    /// Applies, or keeps as the replacement, what reached the end; captures nothing (`run` is its second argument).
+    @usableFromInline let end: (any Dispatchable, UnsafeMutableRawPointer) throws -> Void
+    @usableFromInline let run: UnsafeMutableRawPointer
 
     @inlinable
-    init(store: ObjectIdentifier) {
+    init(store: ObjectIdentifier, end: @escaping (any Dispatchable, UnsafeMutableRawPointer) throws -> Void,
+         run: UnsafeMutableRawPointer) {
         self.store = store
+        self.end = end
+        self.run = run
     }
 }
 
-private let interceptionFrameKey: pthread_key_t = {
-    var key = pthread_key_t()
-    let rc = pthread_key_create(&key, nil)
-    precondition(rc == 0, "pthread_key_create failed: \(rc)")
-    return key
-}()
-
-import KatanaTrace
-
+/// This thread's run through interceptor closures in progress: the one way a closure chain's end finds its run.
 @usableFromInline
 enum InterceptionFrames {
-    /// Runs `body` with `frame` as this thread's current frame (restoring the previous one after).
-    @usableFromInline
-    static func with<R>(_ frame: inout InterceptionFrame, _ body: (UnsafeMutablePointer<InterceptionFrame>) -> R) -> R {
-        let previous = pthread_getspecific(interceptionFrameKey)
-        return withUnsafeMutablePointer(to: &frame) { pointer in
-            pthread_setspecific(interceptionFrameKey, pointer)
-            defer { pthread_setspecific(interceptionFrameKey, previous) }
-            return body(pointer)
+    /// Runs `body` (the chain) with `run` as this thread's run in progress for `store`, restoring the one before after
+    /// (an updater dispatched from inside a side effect's chain runs its own chain meanwhile).
+    @inlinable @inline(__always)
+    static func with<R>(
+        store: ObjectIdentifier, run: UnsafeMutableRawPointer,
+        end: @escaping (any Dispatchable, UnsafeMutableRawPointer) throws -> Void, _ body: () throws -> R
+    ) rethrows -> R {
+        var frame = InterceptionFrame(store: store, end: end, run: run)
+        return try withUnsafeMutablePointer(to: &frame) { pointer in
+            let previous = katana_current_interception_frame()
+            katana_set_interception_frame(pointer)
+            defer { katana_set_interception_frame(previous) }
+            return try body()
         }
     }
 
-    /// This thread's current frame, if it belongs to `store`.
-    @usableFromInline
-    static func current(for store: ObjectIdentifier) -> UnsafeMutablePointer<InterceptionFrame>? {
-        guard let raw = pthread_getspecific(interceptionFrameKey) else { return nil }
+    /// Ends this thread's run in progress for `store` with `item`; `false` when there is none (the call was deferred,
+    /// or made from another thread).
+    @inlinable @inline(__always)
+    static func end(_ item: any Dispatchable, store: ObjectIdentifier) throws -> Bool {
+        guard let raw = katana_current_interception_frame() else { return false }
         let frame = raw.assumingMemoryBound(to: InterceptionFrame.self)
-        return frame.pointee.store == store ? frame : nil
+        guard frame.pointee.store == store else { return false }
+        try frame.pointee.end(item, frame.pointee.run)
+        return true
     }
 }
 
@@ -122,7 +127,7 @@ func sameType<U: Dispatchable>(_ item: any Dispatchable, as _: U.Type) -> U? {
 /// A store's composed closure chain, in a box the store retains by hand and calls through an unretained reference:
 /// the closure is a `let` here, so a dispatch calls it without retaining and releasing the chain's context around
 /// the call (read from the store's `var`, it was: two atomic reference-count operations per dispatch). Generic over
-/// the chain's type, so the chain is kept in the form ``composeChain(_:context:end:done:elsewhere:)`` built it in;
+/// the chain's type, so the chain is kept in the form ``composeChain(_:context:store:done:elsewhere:)`` built it in;
 /// a call from code that names its type adapts it at the call, which the optimiser folds away (kept as that type,
 /// it was a re-abstraction thunk in front of the chain: one more call per dispatch).
 @usableFromInline
@@ -135,50 +140,6 @@ extension Unmanaged where Instance == ClosureChain<StoreInterceptorChain> {
     /// Runs the chain on `item` (the store holds the box for as long as it can be called).
     @inlinable @inline(__always)
     func callAsFunction(_ item: any Dispatchable) throws { try _withUnsafeGuaranteedRef { try $0.call(item) } }
-}
-
-/// The end of a store's closure chain while an updater runs through it (inline or queued): the store's last `next` (a
-/// closure made once, when the store became ready) finds the run in progress here instead of in thread-local storage
-/// and without loading the store's weak reference. Only the thread that holds the lane runs an updater's chain, so
-/// the run is that thread's: it writes `thread` (its id) before the chain and 0 after, and `end`/`run` in between; any
-/// other thread reads a `thread` that is not its own id, and takes the slow path (a side effect's frame, or a
-/// deferred `next`).
-@usableFromInline
-final class ClosureChainEnd: @unchecked Sendable {
-    // `end` and `run` are written and read only by the thread whose id is in `thread` (the lane holder), while it is
-    // there.
-    @usableFromInline let thread = Atomic<UInt>(0)
-    /// Applies (or keeps as the replacement) what reached the end; made by the store's specialised code, and
-    /// capturing nothing (the run is its second argument).
-    @usableFromInline @exclusivity(unchecked) var end: ((any Dispatchable, UnsafeMutableRawPointer) throws -> Void)?
-    @usableFromInline @exclusivity(unchecked) var run: UnsafeMutableRawPointer?
-
-    @usableFromInline init() {}
-
-    /// Runs `body` (the chain) with `run` as this thread's run in progress.
-    @inlinable
-    func with<R>(
-        _ run: UnsafeMutableRawPointer, thread: UInt, end: @escaping (any Dispatchable, UnsafeMutableRawPointer) throws -> Void,
-        _ body: () throws -> R
-    ) rethrows -> R {
-        self.end = end
-        self.run = run
-        self.thread.store(thread, ordering: .relaxed)
-        defer {
-            self.thread.store(0, ordering: .relaxed)
-            self.run = nil
-        }
-        return try body()
-    }
-
-    /// Whether `item` reached the end of a run in progress on this thread (and was handled there). `false`: the
-    /// call is deferred (made after the interceptor returned, or from another thread).
-    @inlinable
-    func handle(_ item: any Dispatchable) throws -> Bool {
-        guard thread.load(ordering: .relaxed) == katana_thread_id(), let run, let end else { return false }
-        try end(item, run)
-        return true
-    }
 }
 
 /// An interceptor as a type: the form to use on every dispatch's path. It does what a ``StoreInterceptor`` closure

@@ -68,8 +68,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Katana's closure interceptors composed into one chain: written once before ready; retained by hand and
     /// released in deinit (see ``ClosureChain``).
     @usableFromInline @exclusivity(unchecked) final var chain: Unmanaged<ClosureChain<StoreInterceptorChain>>?
-    /// Where the chain's last `next` finds an updater's inline run through it (see ``ClosureChainEnd``).
-    @usableFromInline final let closureEnd = ClosureChainEnd()
     /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
     /// (Boxes referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
     /// called in place from its box's `let`, where an element was copied out and destroyed around each call. Written

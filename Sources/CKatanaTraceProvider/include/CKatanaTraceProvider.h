@@ -153,6 +153,15 @@ static inline void katana_name_cache_put(uintptr_t key, const void *value) {
     katana_name_cache_values[slot] = value;
 }
 
+/* The run through a store's interceptor closures in progress on this thread (Katana's InterceptionFrame), or NULL:
+ * how the closure chain's last `next`, composed once, finds the run it ends. Thread-local storage reached from the
+ * thread pointer: two loads and a store per run where pthread_getspecific/setspecific were three calls. */
+extern __thread void *_Nullable katana_interception_frame __attribute__((tls_model("initial-exec")));
+
+static inline void *_Nullable katana_current_interception_frame(void) { return katana_interception_frame; }
+
+static inline void katana_set_interception_frame(void *_Nullable frame) { katana_interception_frame = frame; }
+
 /* Makes `provider` (which must live for the whole process) this process's native provider. The first
  * registration wins; returns 0 then, -1 if another provider was registered first, -2 for a table of another ABI. */
 int katana_trace_register_provider(const struct katana_trace_provider *provider);

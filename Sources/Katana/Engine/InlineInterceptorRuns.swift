@@ -70,11 +70,11 @@ extension PartialStore {
         if let chain {
             var run = InlineRun(store: Unmanaged.passUnretained(self))
             // Closures (after any protocol-form interceptors, erased): the chain's last `next` reaches this run through
-            // `closureEnd`.
+            // this thread's frame.
             let links = !self.links.isEmpty
             do {
                 try withUnsafeMutablePointer(to: &run) { pointer in
-                    try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: thread, end: { item, raw in
+                    try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: { item, raw in
                         let run = raw.assumingMemoryBound(to: InlineRun.self)
                         try run.pointee.store._withUnsafeGuaranteedRef {
                             try $0.inlineEnd(item, as: U.self, &run.pointee.end)
@@ -134,7 +134,7 @@ extension PartialStore {
     }
 
     /// An updater's inline run through the closure chain, on the caller's stack: what the chain's last `next` needs
-    /// (reached through ``ClosureChainEnd``, so the closure made once in `becomeReady` applies it specialised). The
+    /// (reached through this thread's ``InterceptionFrame``, so the closure made once in `becomeReady` applies it specialised). The
     /// chain's end reads the listeners itself, under the state lock, when it applies the updater.
     @usableFromInline
     struct InlineRun {

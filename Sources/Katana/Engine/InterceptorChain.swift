@@ -7,9 +7,9 @@ import Synchronization
 // links or the closures, a queued updater, a side effect on its task — the run keeps a `ChainEnd`, and its end goes
 // through the same functions: `reachEnd` (the rule for a second `next`), `endOfUpdaterChain` (apply the updater or
 // keep what was forwarded instead) and `updaterChainResult` / `runSideEffectChain`'s result (what the run came to). The ways
-// differ only in how `next` finds the run in progress (a pointer on the caller's stack, the store's `closureEnd` for
-// the lane holder, a thread-local frame for a side effect) and in how the updater is applied (specialised or through
-// its witness; its change told to the listeners now or recorded for the batch).
+// differ only in how the updater is applied (specialised or through its witness; its change told to the listeners now
+// or recorded for the batch). A protocol-form link's `next` is made per run, over a pointer to the run on the
+// caller's stack; the closure chain, composed once, finds the run through this thread's `InterceptionFrame`.
 
 /// What a dispatched item is: the one place both of its witnesses are asked.
 @usableFromInline
@@ -162,8 +162,8 @@ extension PartialStore {
     }
 
     /// Runs every interceptor on `item`: the protocol-form links, then the closure chain. Without closures the last
-    /// link's `next` calls `end`; the closure chain's last `next` finds the run in progress itself (through
-    /// `closureEnd` or the thread's frame), so `end` is not called then.
+    /// link's `next` calls `end`; the closure chain's last `next` finds the run in progress itself (this thread's
+    /// ``InterceptionFrame``), so `end` is not called then.
     @inlinable
     final func runAllInterceptors(_ item: any Dispatchable, end: (any Dispatchable) throws -> Void) throws {
         guard let chain else { return try runLinks(item, from: 0, end: end) }
@@ -228,20 +228,20 @@ extension PartialStore {
     // MARK: A queued updater's run, and a side effect's
 
     /// Runs a queued updater (or one applied inline for listeners on their executor) through the interceptors; its
-    /// change is recorded for the batch's listeners. The closure chain's last `next` reaches this run through
-    /// `closureEnd`, as an inline run does: only the lane holder applies updaters.
+    /// change is recorded for the batch's listeners. The closure chain's last `next` reaches this run through this
+    /// thread's frame (`InterceptionFrames`), as an inline run's does.
     @inlinable
     final func runUpdaterChain(_ updater: any AnyStateUpdater, recordChanges: Bool) -> (LaneResult, DispatchOutcome) {
         var run = QueuedRun(store: Unmanaged.passUnretained(self), recordChanges: recordChanges)
         var thrown: (any Error)?
         do {
             try withUnsafeMutablePointer(to: &run) { pointer in
-                // The protocol-form links alone end here; the closure chain's last `next` ends in `closureEnd`.
+                // The protocol-form links alone end here; the closure chain's last `next` ends in this thread's frame.
                 let end = { (item: any Dispatchable) throws in
                     try self.queuedEnd(item, &pointer.pointee.end, recordChanges: recordChanges)
                 }
                 guard chain != nil else { return try runAllInterceptors(updater, end: end) }
-                try closureEnd.with(UnsafeMutableRawPointer(pointer), thread: katana_thread_id(), end: { item, raw in
+                try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: { item, raw in
                     let run = raw.assumingMemoryBound(to: QueuedRun.self)
                     try run.pointee.store._withUnsafeGuaranteedRef {
                         try $0.queuedEnd(item, &run.pointee.end, recordChanges: run.pointee.recordChanges)
@@ -264,32 +264,46 @@ extension PartialStore {
         }
     }
 
-    /// The closure chain's last `next` when no updater run of this thread is in progress in `closureEnd`: a side
-    /// effect's run (found in this thread's frame), or a `next` made after its run ended, or from another thread.
-    @usableFromInline
-    final func closureChainEnd(_ item: any Dispatchable) throws {
-        guard let frame = InterceptionFrames.current(for: ObjectIdentifier(self)) else {
-            return dispatchPastInterceptors(item)
-        }
-        endOfSideEffectChain(item, &frame.pointee.end)
-    }
-
     /// Runs a side effect's interceptors on its task; returns what the run came to and the item to run next.
     @inlinable
     final func runSideEffectChain(_ sideEffect: any AnySideEffect) -> (thrown: (any Error)?, end: ChainEnd) {
-        var frame = InterceptionFrame(store: ObjectIdentifier(self))
-        let thrown: (any Error)? = InterceptionFrames.with(&frame) { frame in
+        var run = SideEffectRun(store: Unmanaged.passUnretained(self))
+        let thrown: (any Error)? = withUnsafeMutablePointer(to: &run) { pointer in
             do {
-                try runAllInterceptors(sideEffect) { endOfSideEffectChain($0, &frame.pointee.end) }
+                let end = { (item: any Dispatchable) in self.endOfSideEffectChain(item, &pointer.pointee.end) }
+                guard chain != nil else {
+                    try runAllInterceptors(sideEffect, end: end)
+                    return nil
+                }
+                try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: { item, raw in
+                    let run = raw.assumingMemoryBound(to: SideEffectRun.self)
+                    run.pointee.store._withUnsafeGuaranteedRef { $0.endOfSideEffectChain(item, &run.pointee.end) }
+                }) {
+                    try runAllInterceptors(sideEffect, end: end)
+                }
                 return nil
             } catch {
                 return error
             }
         }
-        return (thrown, frame.end)
+        return (thrown, run.end)
     }
 
-    /// A queued updater's run through the closure chain, on the lane holder's stack (reached through `closureEnd`).
+    /// A side effect's run through the interceptors, on its task's stack (the closure chain reaches it through this
+    /// thread's frame).
+    @usableFromInline
+    struct SideEffectRun {
+        /// Unretained: the caller holds the store.
+        @usableFromInline let store: Unmanaged<PartialStore<S>>
+        @usableFromInline var end = ChainEnd()
+
+        @inlinable
+        init(store: Unmanaged<PartialStore<S>>) {
+            self.store = store
+        }
+    }
+
+    /// A queued updater's run through the closure chain, on the lane holder's stack (reached through this thread's frame).
     @usableFromInline
     struct QueuedRun {
         /// Unretained: the caller holds the store.
@@ -305,8 +319,8 @@ extension PartialStore {
     }
 }
 
-/// Composes Katana's interceptors into one chain whose last `next` ends a run in progress through `end`, or else calls
-/// `elsewhere`. Generic over the chain's result on purpose: the interceptors arrive in an array, which holds function
+/// Composes Katana's interceptors into one chain whose last `next` ends this thread's run in progress for `store` (its
+/// `InterceptionFrame`), or else calls `elsewhere`. Generic over the chain's result on purpose: the interceptors arrive in an array, which holds function
 /// values in their most general form (a result returned indirectly), and code that names their concrete type wraps
 /// each one taken out of it (and each `next` passed into it) in a re-abstraction thunk — two more calls per link on
 /// every dispatch. A function returning `R` has that form already: every link stays as the array holds it, and the
@@ -315,11 +329,11 @@ extension PartialStore {
 func composeChain<Context, R: Sendable>(
     _ interceptors: [@Sendable (Context) -> @Sendable (@escaping @Sendable (any Dispatchable) throws -> R)
                         -> @Sendable (any Dispatchable) throws -> R],
-    context: Context, end: ClosureChainEnd, done: R,
+    context: Context, store: ObjectIdentifier, done: R,
     elsewhere: @escaping @Sendable (any Dispatchable) throws -> Void
 ) -> ClosureChain<@Sendable (any Dispatchable) throws -> R> {
     let last: @Sendable (any Dispatchable) throws -> R = { item in
-        if try end.handle(item) { return done }
+        if try InterceptionFrames.end(item, store: store) { return done }
         try elsewhere(item)
         return done
     }

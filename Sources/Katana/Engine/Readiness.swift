@@ -27,14 +27,13 @@ extension PartialStore {
             firstTypedLink = list.map { Unmanaged.passRetained($0) }
         }
         if let context, !interceptors.isEmpty {
-            // The chain's last `next`: an updater's run on this thread (the lane holder's: no weak load, no
-            // thread-local lookup) ends in `closureEnd`; a side effect's run (thread-local frame), or a deferred call,
-            // goes through the store.
+            // The chain's last `next`: the run in progress on this thread (its frame, which holds the store unretained:
+            // no weak load) ends; a deferred call, or one from another thread, is dispatched anew through the store.
             let elsewhere: @Sendable (any Dispatchable) throws -> Void = { [weak self] item in
                 guard let self else { throw KatanaError.storeReleased }
-                try self.closureChainEnd(item)
+                self.dispatchPastInterceptors(item)
             }
-            chain = Unmanaged.passRetained(composeChain(interceptors, context: context, end: closureEnd, done: (),
+            chain = Unmanaged.passRetained(composeChain(interceptors, context: context, store: ObjectIdentifier(self), done: (),
                                                         elsewhere: elsewhere))
         }
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
