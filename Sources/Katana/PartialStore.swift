@@ -18,8 +18,9 @@ public protocol AnyStore: AnyObject, Sendable {
     @discardableResult func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable>
 }
 
-/// The state machinery shared by every `Store<S, D>`: the updater lane, listeners, readiness, side-effect
-/// launch. Hand a `PartialStore<S>` to code that must not see the store's dependencies.
+/// A store seen with its dependency type erased (Katana's `PartialStore`): its state, listeners and dispatch, for code
+/// that must not see the store's dependencies (views, routers, reducers). A `Store<S, D>` is one; the work is its
+/// engine's (`StoreEngine`).
 ///
 /// ## Threading contract
 /// - `dispatch` returns at once from any thread, and applies at most the helping limit of other threads' work;
@@ -38,149 +39,24 @@ public protocol AnyStore: AnyObject, Sendable {
 ///   trace backend (LTTng by default), sharing one id; items dispatched from a side effect carry its id as
 ///   `parent_id`.
 public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendable {
-    // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
-    // beside it, or owned by the lane holder — the one thread that took the lane (`lane.busy`), under `laneLock` or
-    // lock-free (`laneWord.tryTake`, an acquiring compare-and-swap); ownership passes between threads through
-    // `laneLock`, or through `laneWord` when a holder gives an idle lane back without the lock (a releasing
-    // compare-and-swap, seen by the next taker's acquiring one): either orders the accesses. `chain`, `links` and
-    // `intercepting` are written once, in `becomeReady`, before the store is marked ready (the word's `notReady` bit
-    // cleared with a releasing store, under `laneLock`), and only read after that.
+    // Why @unchecked Sendable is sound: one `let`, of a Sendable type (the engine's own reasoning is beside its fields);
+    // unchecked only because a class open to `Store` cannot be checked.
+
+    /// What the store does, and everything it holds but its dependencies.
+    @usableFromInline final let engine: StoreEngine<S>
 
     /// The identity stores report in traces (`store_ready`, `listeners_notified`).
-    public final let storeID: UInt64
+    public final var storeID: UInt64 { engine.storeID }
     /// The executors this store runs its own work on.
-    public final let configuration: StoreConfiguration
-
-    @usableFromInline final let tracer: any TraceBackend
-    /// Per-type latency budgets (flight recorder); checked only for traced dispatches.
-    @usableFromInline final let budgets: LatencyBudgets
-    @usableFromInline final let laneLock = Lock(adaptive: true)
-    /// The state and the lock that guards it.
-    @usableFromInline final let lockedState = LockedState<S>()
-    /// Shared by every pending handle of this store.
-    @usableFromInline final let completionLock = Lock()
-    /// The lane's busy/queued word (`lane.word`), reached without touching `lane`: the holder gives an idle lane back
-    /// through it without `laneLock`.
-    @usableFromInline final let laneWord = LaneWord()
-    /// Where producers wait for room in a full lane (the flood policy).
-    @usableFromInline final let room: Lock.Condition
-
-    /// Katana's closure interceptors composed into one chain: written once before ready; retained by hand and
-    /// released in deinit (see ``ClosureChain``).
-    @usableFromInline @exclusivity(unchecked) final var chain: Unmanaged<ClosureChain<StoreInterceptorChain>>?
-    /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
-    /// (Boxes referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
-    /// called in place from its box's `let`, where an element was copied out and destroyed around each call. Written
-    /// once before ready; retained by hand and released in deinit.)
-    @usableFromInline @exclusivity(unchecked) final var links = UnsafeMutableBufferPointer<Unmanaged<LinkBox>>(start: nil, count: 0)
-    /// The leading ones of `links` that are ``TypedDispatchInterceptor``s, as a list (a state updater dispatched with
-    /// its type goes through these typed, then through the rest erased). Retained by hand: set once before ready,
-    /// released in deinit; read without reference counting.
-    @usableFromInline @exclusivity(unchecked) final var firstTypedLink: Unmanaged<TypedLink>?
-    /// Whether there are interceptors of either form.
-    @usableFromInline @exclusivity(unchecked) final var intercepting = false  // written once before ready
-
-    @usableFromInline final let sideEffects: SideEffectRegistry
-    @usableFromInline final let updaterQueue: DispatchQueue
-    @usableFromInline final let listenersAreInline: Bool
-    /// The backend takes an updater applied inline as one event at its end (`TraceBackend.combinesInlineUpdaters`).
-    @usableFromInline final let tracerCombinesInline: Bool
-    /// `tracer.isEnabled` as a plain C function when the backend is a native provider (or an in-process one): asked
-    /// on every dispatch, without the existential's copy, projection and witness call.
-    @usableFromInline final let enabledCheck: (@convention(c) () -> Int32)?
-    /// The backend is the no-op one and there is no dispatch recorder: nothing is ever traced, and the untraced
-    /// dispatch asks nothing (callgrind's `fire_and_forget`).
-    @usableFromInline final let tracesNothing: Bool
-    /// A native provider's `updater_inline`, called directly with the name's bytes (no event value, no retains).
-    @usableFromInline final let nativeUpdaterInline:
-        (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
-    /// ``StoreConfiguration/dispatchRecorder``: told of every updater applied and side effect started.
-    @usableFromInline final let dispatchRecorder: (any DispatchRecorder)?
-    /// `dispatchRecorder != nil`, as one byte the dispatch paths test (rather than the optional existential's box).
-    @usableFromInline final let recordsDispatches: Bool
-    /// The ids of the updater whose interceptor chain the lane's holder is running, for the dispatch recorder told at
-    /// the chain's end (`recordAtChainEnd`). Set and read by the lane's holder only; used only with a dispatch recorder.
-    @usableFromInline final var chainRecord: (id: UInt64, parentID: UInt64) = (0, 0)
-    /// An in-process backend's `updater_inline` (the flight recorder's, the metrics'), given the start token (its end is its one clock read).
-    @usableFromInline final let directUpdaterInline:
-        (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8, UInt32) -> Void)?
-
-    /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
-    /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
-    /// effects dispatched from one thread while others apply updaters otherwise contend for.
-    @usableFromInline final let readyForSideEffects = Atomic<Bool>(false)
-
-    // The fields above are read on every dispatch and written only before the store is shared (or once before it is
-    // ready). The two groups below are written on every dispatch — the lane's by every producer, the holder's by the
-    // thread applying — so each sits on cache lines of its own: with them interleaved, a producer reading `laneLock`
-    // or `intercepting` missed its cache on every dispatch because the holder had just written the state or `lane`
-    // next to it (the pads are never read; the state has an object of its own, `lockedState`).
-    @usableFromInline final let padBeforeLane = CacheLinePad()
-
-    /// The lane's rules and state (see `LaneState`): taken, queued and released under `laneLock`, except that an idle
-    /// lane with nothing queued is taken through `laneWord` alone (`LaneWord.tryTake`), and a holder with nothing
-    /// queued since it took the lane gives it back the same way.
-    @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
-    /// Changed with both the state lock and `laneLock` held (``changeListeners(_:)``), read with either.
-    @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []
-    /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
-    @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // as `listeners`
-
-    @usableFromInline final let padBeforeHolder = CacheLinePad()
-
-    @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
-    @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
-    /// The lane holder's snapshot of `listenersNeedOldState` for the items it applies now.
-    @usableFromInline @exclusivity(unchecked) final var keepOldStates = false  // lane holder
-    /// How many listeners the lane holder's last inline change was handed to (`applyAndNotify`), for that updater's
-    /// trace event: read before the lane is given back, so no other change comes between.
-    @usableFromInline @exclusivity(unchecked) final var listenersTold: UInt32 = 0  // lane holder
-    /// New-state listeners only: a change was applied in this batch and not yet delivered.
-    @usableFromInline @exclusivity(unchecked) final var newStatePending = false  // lane holder
-    @usableFromInline @exclusivity(unchecked) final var finished: [FinishedUpdater] = []  // lane holder
-    /// Cells resolved in the holder's last batch, to reuse once their handles are gone (`recycleCells`).
-    @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
-    /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
-    @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
-    @usableFromInline final let padAfterHolder = CacheLinePad()
+    public final var configuration: StoreConfiguration { engine.configuration }
 
     init(configuration: StoreConfiguration, tracer: any TraceBackend, contextPrototype: any ScopedSideEffectContext) {
-        self.configuration = configuration
-        self.tracer = tracer
-        self.tracerCombinesInline = tracer.combinesInlineUpdaters
-        let native = tracer as? NativeTraceBackend
-        let direct = tracer as? any DirectRecordingBackend
-        // A store with a dispatch recorder gives every dispatch an id, as while its backend records: its check says so
-        // (folded in here, the untraced dispatch asks one thing, as without one: callgrind's `fire_and_forget`).
-        self.enabledCheck = if configuration.dispatchRecorder != nil { { 1 } } else if let native { native.enabledCheck }
-                            else if let direct { direct.enabledFunction } else { nil }
-        self.tracesNothing = configuration.dispatchRecorder == nil && tracer is NoOpTraceBackend
-        self.nativeUpdaterInline = native?.updaterInlineFunction
-        self.directUpdaterInline = direct?.updaterInlineSinceFunction
-        self.dispatchRecorder = configuration.dispatchRecorder
-        self.recordsDispatches = configuration.dispatchRecorder != nil
-        self.budgets = configuration.latencyBudgets
-        self.storeID = KatanaTracing.nextID()
-        self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
-        self.listenersAreInline = configuration.listenerExecutor.isInline
-        self.sideEffects = SideEffectRegistry(lock: completionLock, tracer: tracer, dispatchRecorder: configuration.dispatchRecorder,
-                                              budgets: configuration.latencyBudgets,
-                                              contextPrototype: contextPrototype)
-        self.room = Lock.Condition(laneLock)
-        self.lane = LaneState(backlogLimit: configuration.backlogLimit, word: laneWord)
-        sideEffects.host = self
+        engine = StoreEngine(configuration: configuration, tracer: tracer, contextPrototype: contextPrototype)
+        engine.sideEffects.host = self
     }
 
-    deinit {
-        // Side effects still running are cancelled; items kept until readiness are rejected (nothing else can be
-        // pending: whoever holds the lane, or the updater queue's kick, holds the store).
-        sideEffects.close()
-        for link in links { link.release() }
-        links.deallocate()
-        firstTypedLink?.release()
-        chain?.release()
-        rejectEarlyItems()
-    }
+    /// Runs a side effect's interceptors (its task holds the store weakly, as `SideEffectHost`: see `StoreEngine`).
+    @usableFromInline final func intercept(_ item: SideEffectItem) -> SideEffectStep { engine.intercept(item) }
 
     // MARK: Reading
 
@@ -191,31 +67,19 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// updater started from, plus whatever a `StateUpdater` already changed in place before the read — instead of
     /// deadlocking on the state lock.
     @inlinable
-    public final var state: S {
-        if lockedState.tryLock() {
-            defer { lockedState.unlock() }
-            return lockedState.value
-        }
-        if lockedState.isHeldByThisThread {
-            // This thread is inside an updater of this store, holding the state lock.
-            return lockedState.value
-        }
-        lockedState.lock()
-        defer { lockedState.unlock() }
-        return lockedState.value
-    }
+    public final var state: S { engine.state }
 
     public final var anyState: any State { state }
 
     /// Whether the state initializer has run and the interceptors are initialised. Items dispatched before
     /// that are kept and run, in order, once it is.
-    public final var isReady: Bool { laneLock.withLock { !lane.beforeReady } }
+    public final var isReady: Bool { engine.isReady }
 
     /// Listeners registered right now (those added with `addListener` and not yet unsubscribed).
-    public final var listenerCount: Int { laneLock.withLock { listeners.count } }
+    public final var listenerCount: Int { engine.listenerCount }
 
     /// Side effects of this store running right now.
-    public final var sideEffectsRunning: Int { sideEffects.count }
+    public final var sideEffectsRunning: Int { engine.sideEffects.count }
 
     // MARK: Listeners
 
@@ -237,32 +101,42 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
         subscribe(ListenerBox(newState: listener))
     }
 
+    /// Adds `box` to the listeners; the closure returned takes it out, and stops it at once (a delivery in flight does
+    /// not call it after). It holds the store weakly, not the engine (see `StoreEngine`).
+    final func subscribe(_ box: ListenerBox<S>) -> StoreUnsubscribe {
+        engine.changeListeners { $0.append(box) }
+        return { [weak self] in
+            box.deactivate()
+            self?.engine.changeListeners { $0.removeAll { $0 === box } }
+        }
+    }
+
     // MARK: Dispatching
 
     /// Dispatches a state updater. Returns at once; the handle resolves once the state is updated.
     @inlinable @discardableResult
     public final func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
+        engine.enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     /// Dispatches a state updater that may refuse: when it throws, the state is unchanged and the handle carries
     /// its error.
     @inlinable @discardableResult
     public final func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
+        engine.enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     /// Dispatches a state updater that traces show under another type's name. For adapters whose one updater type
     /// carries many kinds of request (the reducer API's actions, say): traces then name what the app dispatched.
     @inlinable @discardableResult
     public final func dispatch<U: StateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
+        engine.enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     /// Dispatches a state updater that may refuse, under another type's name in traces (see above).
     @inlinable @discardableResult
     public final func dispatch<U: ThrowingStateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
+        engine.enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
     }
 
     /// Dispatches any item: a state updater, a side effect or a returning side effect. The handle carries the
@@ -270,43 +144,6 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// neither kind, reject the handle with a ``KatanaError``.
     @discardableResult
     public final func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
-        anyDispatch(item, parentID: 0)
+        engine.anyDispatch(item, parentID: 0)
     }
-
-    @usableFromInline
-    final func anyDispatch(_ item: any Dispatchable, parentID: UInt64) -> DispatchHandle<any Sendable> {
-        anyDispatch(item, parentID: parentID, bypassInterceptors: false)
-    }
-
-    @usableFromInline
-    final func anyDispatch(_ item: any Dispatchable, parentID: UInt64, bypassInterceptors: Bool) -> DispatchHandle<any Sendable> {
-        switch ItemKind(of: item) {
-        case let .stateUpdater(updater):
-            return enqueueUpdater(updater, type: type(of: item), parentID: parentID, success: () as any Sendable,
-                                  bypassInterceptors: bypassInterceptors)
-        case let .sideEffect(sideEffect):
-            return enqueueSideEffect(sideEffect, type: type(of: item), parentID: parentID, as: (any Sendable).self,
-                                     bypassInterceptors: bypassInterceptors)
-        case .ambiguous:
-            return .rejected(KatanaError.ambiguousDispatchable("\(type(of: item))"))
-        case .neither:
-            return .rejected(KatanaError.notDispatchable("\(type(of: item))"))
-        }
-    }
-
-    @inlinable
-    final func dispatchUpdater<U: StateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false, typedLinks: true)
-    }
-
-    @inlinable
-    final func dispatchUpdater<U: ThrowingStateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false, typedLinks: true)
-    }
-
-    @inlinable
-    final func dispatchSideEffect<E: AnySideEffect, V: Sendable>(_ sideEffect: E, parentID: UInt64, as: V.Type) -> DispatchHandle<V> {
-        enqueueSideEffect(sideEffect, type: E.self, parentID: parentID, as: V.self, bypassInterceptors: false)
-    }
-
 }

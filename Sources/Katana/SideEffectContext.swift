@@ -42,7 +42,7 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     public func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
         guard let store else { return .rejected(KatanaError.storeReleased) }
         if let scope, scope.isCancelled { return .rejected(CancellationError()) }
-        return store.dispatchUpdater(updater, parentID: parentID)
+        return store.engine.dispatchUpdater(updater, parentID: parentID)
     }
 
     /// Dispatches a throwing state updater as a child of this side effect (cancelled with it); returns its handle.
@@ -50,27 +50,27 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     public func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
         guard let store else { return .rejected(KatanaError.storeReleased) }
         if let scope, scope.isCancelled { return .rejected(CancellationError()) }
-        return store.dispatchUpdater(updater, parentID: parentID)
+        return store.engine.dispatchUpdater(updater, parentID: parentID)
     }
 
     /// Dispatches a side effect as a child of this one (cancelled with it); returns its handle.
     @inlinable @discardableResult
     public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
-        return adopted(store.dispatchSideEffect(sideEffect, parentID: parentID, as: Void.self))
+        return adopted(store.engine.dispatchSideEffect(sideEffect, parentID: parentID, as: Void.self))
     }
 
     @inlinable @discardableResult
     public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
-        return adopted(store.dispatchSideEffect(sideEffect, parentID: parentID, as: E.ReturnValue.self))
+        return adopted(store.engine.dispatchSideEffect(sideEffect, parentID: parentID, as: E.ReturnValue.self))
     }
 
     @discardableResult
     public func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
         guard let store else { return .rejected(KatanaError.storeReleased) }
         if let scope, scope.isCancelled { return .rejected(CancellationError()) }
-        return adopted(store.anyDispatch(item, parentID: parentID))
+        return adopted(store.engine.anyDispatch(item, parentID: parentID))
     }
 
     /// Ties a dispatched item's handle to this context's side effect, so cancelling it cancels the item.

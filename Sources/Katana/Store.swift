@@ -65,20 +65,20 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
         environment.store = self
         configuration.stateInitializerExecutor.run { [weak self] in
             guard let self else { return }
-            self.becomeReady(initialState: stateInitializer(), interceptors: interceptors)
+            self.engine.becomeReady(initialState: stateInitializer(), interceptors: interceptors, store: self)
         }
     }
 
     /// Dispatches a side effect. Returns at once; the handle resolves when its body returns, with what it threw.
     @inlinable @discardableResult
     public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
-        dispatchSideEffect(sideEffect, parentID: 0, as: Void.self)
+        engine.dispatchSideEffect(sideEffect, parentID: 0, as: Void.self)
     }
 
     /// Dispatches a returning side effect; the handle carries its value.
     @inlinable @discardableResult
     public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
-        dispatchSideEffect(sideEffect, parentID: 0, as: E.ReturnValue.self)
+        engine.dispatchSideEffect(sideEffect, parentID: 0, as: E.ReturnValue.self)
     }
 }
 

@@ -36,7 +36,7 @@ import Testing
     @Test func aCellWhoseHandleIsKeptIsNeverReusedAndCancellingItLaterTouchesNothing() async throws {
         let store = makeStore()
         let first = try await Self.round(store, 0..<300, keep: { $0 % 3 == 0 })
-        let spares = store.laneLock.withLock { store.lane.spareCells.count + store.spareCells.count }
+        let spares = store.engine.laneLock.withLock { store.engine.lane.spareCells.count + store.engine.spareCells.count }
         #expect(spares > 0, "dropped handles' cells are kept for reuse")
 
         let hold = await LaneHold.start(store, appending: -1)

@@ -47,7 +47,7 @@ import Testing
         // From a task: two updaters queue (the lane is held), the third finds the lane full with this thread's
         // updaters in it — a thread would wait there for room (and, the lane not moving, for the stall timeout).
         await Task { for _ in 0..<3 { store.dispatch(Increment()) } }.value
-        let (stalled, waiters) = store.laneLock.withLock { (store.lane.stalledAt == store.lane.progress, store.lane.roomWaiters) }
+        let (stalled, waiters) = store.engine.laneLock.withLock { (store.engine.lane.stalledAt == store.engine.lane.progress, store.engine.lane.roomWaiters) }
         #expect(!stalled, "a dispatch inside a task waited for room until the lane counted as stalled")
         #expect(waiters == 0)
         await hold.release()
@@ -61,7 +61,7 @@ import Testing
         let store = makeStore(configuration: .init(traceBackend: NoOpTraceBackend(), backlogLimit: 2))
         let hold = await LaneHold.start(store, appending: 0)
         await onThread { for _ in 0..<3 { store.dispatch(Increment()) } }
-        #expect(store.laneLock.withLock { store.lane.stalledAt == store.lane.progress },
+        #expect(store.engine.laneLock.withLock { store.engine.lane.stalledAt == store.engine.lane.progress },
                 "a thread's dispatch into a full lane did not wait for room")
         await hold.release()
         try await store.dispatch(Increment()).value

@@ -5,7 +5,7 @@ import Synchronization
 
 // Applying a batch's items under the state lock (each between its trace begin and end), and delivering the changes
 // to the listeners. (An updater applied inline by its dispatching thread: `applyAndNotify`, `UpdaterLane.swift`.)
-extension PartialStore {
+extension StoreEngine {
     /// A lane item cancelled before the lane reached it: not applied; its handle rejects with `CancellationError`.
     @usableFromInline
     final func skipCancelled(_ item: LaneItem, cell: HandleCell, route: DispatchRoute) {

@@ -58,7 +58,7 @@ extension TraceBackend {
     }
 }
 
-extension PartialStore {
+extension StoreEngine {
     /// An updater's `dispatch_enqueue`.
     @inlinable
     final func traceEnqueue(_ item: LaneItem, route: DispatchRoute, depth: Int) {
@@ -187,13 +187,13 @@ extension PartialStore {
     }
 }
 
-/// How an updater its dispatching thread applies is traced (`PartialStore.applyInline`, with or without interceptors):
+/// How an updater its dispatching thread applies is traced (`StoreEngine.applyInline`, with or without interceptors):
 /// by its lane item, as one event without one (``CombinedRun``), or not at all (``UntracedRun``, whose calls vanish
 /// once specialised).
 @usableFromInline
 protocol InlineRunTrace {
-    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32)
-    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+    func start<S: State>(_ store: StoreEngine<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32)
+    func finish<S: State>(_ store: StoreEngine<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
                           outcome: DispatchOutcome, failure: (any Error)?)
 }
 
@@ -212,11 +212,11 @@ struct CombinedRun: InlineRunTrace {
     }
 
     @inlinable
-    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+    func start<S: State>(_ store: StoreEngine<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
         store.traceInlineStart()
     }
     @inlinable
-    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+    func finish<S: State>(_ store: StoreEngine<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
                           outcome: DispatchOutcome, failure: (any Error)?) {
         store.traceInlineEnd(id: id, parentID: parentID, name: name, started: started, failure: failure)
     }
@@ -227,21 +227,21 @@ struct CombinedRun: InlineRunTrace {
 struct UntracedRun: InlineRunTrace {
     @inlinable init() {}
     @inlinable
-    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) { (0, 0) }
+    func start<S: State>(_ store: StoreEngine<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) { (0, 0) }
     @inlinable
-    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+    func finish<S: State>(_ store: StoreEngine<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
                           outcome: DispatchOutcome, failure: (any Error)?) {}
 }
 
 extension LaneItem: InlineRunTrace {
     @inlinable
-    func start<S: State>(_ store: PartialStore<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
+    func start<S: State>(_ store: StoreEngine<S>, combined: Bool) -> (started: UInt64, parallelism: UInt32) {
         guard id != 0 else { return (0, 0) }
         store.listenersTold = 0  // the chain may apply nothing: then no listener was told
         return store.traceStart(self, route: .updaterInline, combined: combined)
     }
     @inlinable
-    func finish<S: State>(_ store: PartialStore<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
+    func finish<S: State>(_ store: StoreEngine<S>, combined: Bool, started: (started: UInt64, parallelism: UInt32),
                           outcome: DispatchOutcome, failure: (any Error)?) {
         guard id != 0 else { return }
         if let failure { store.traceFailure(id, failure) }

@@ -40,7 +40,7 @@ final class HandleCell: @unchecked Sendable {
     /// Waiters whose task was cancelled before they were registered (rare).
     @usableFromInline @exclusivity(unchecked) var cancelledTokens: [UInt64] = []
     @usableFromInline @exclusivity(unchecked) var nextToken: UInt64 = 0
-    /// The task running a side effect's body, so `cancel()` can cancel it (never fails: see `PartialStore.start`).
+    /// The task running a side effect's body, so `cancel()` can cancel it (never fails: see `StoreEngine.start`).
     /// Kept after the cell resolves, until the cell goes, as a `Task` handle keeps its task: a finished task is its
     /// 304-byte object alone (the runtime releases its closure, which holds this cell, when it completes), and
     /// releasing it on resolution freed that object on the pool thread, from the dispatching thread's malloc arena —

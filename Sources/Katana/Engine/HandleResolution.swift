@@ -5,7 +5,7 @@ import Synchronization
 
 // Resolving the handles of a batch the lane applied, under one acquisition of the completion lock, and reusing the
 // cells of fire-and-forget dispatches.
-extension PartialStore {
+extension StoreEngine {
     /// Resolves a batch applied without interceptors (after its changes were delivered): the updaters that threw
     /// (in `finished`), and the cells still in `drainBuffer`, which are then kept to be reused (`recycleCells`).
     @inlinable

@@ -5,7 +5,7 @@ import Synchronization
 
 // An updater dispatched inline through the interceptors: the runs on the caller's stack (typed links, the closure
 // chain) and the ends of their chains, which apply the updater specialised.
-extension PartialStore {
+extension StoreEngine {
     /// One of the configuration's interceptors, bound to this store.
     @usableFromInline
     final class LinkBox {
@@ -140,11 +140,11 @@ extension PartialStore {
     struct InlineRun {
         /// Unretained: the caller holds the store (a strong copy of it is a side-table retain: the store has weak
         /// references).
-        @usableFromInline let store: Unmanaged<PartialStore<S>>
+        @usableFromInline let store: Unmanaged<StoreEngine<S>>
         @usableFromInline var end = ChainEnd()
 
         @inlinable
-        init(store: Unmanaged<PartialStore<S>>) {
+        init(store: Unmanaged<StoreEngine<S>>) {
             self.store = store
         }
     }
@@ -154,13 +154,13 @@ extension PartialStore {
     @usableFromInline
     struct TypedRun {
         /// Unretained: the caller holds the store.
-        @usableFromInline let store: Unmanaged<PartialStore<S>>
+        @usableFromInline let store: Unmanaged<StoreEngine<S>>
         /// The link whose interceptor is running: set before each call and restored after it (the calls nest).
         @usableFromInline var current: Unmanaged<TypedLink>
         @usableFromInline var end = ChainEnd()
 
         @inlinable
-        init(store: Unmanaged<PartialStore<S>>, first: Unmanaged<TypedLink>) {
+        init(store: Unmanaged<StoreEngine<S>>, first: Unmanaged<TypedLink>) {
             self.store = store
             self.current = first
         }

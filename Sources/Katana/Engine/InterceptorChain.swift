@@ -70,7 +70,7 @@ final class ReplacementBox {
     init(_ item: any Dispatchable) { self.item = item }
 }
 
-extension PartialStore {
+extension StoreEngine {
     // MARK: The rules
 
     /// The rule for every `next` that reaches the end of a chain: the first one goes on to the end (true); any later
@@ -294,11 +294,11 @@ extension PartialStore {
     @usableFromInline
     struct SideEffectRun {
         /// Unretained: the caller holds the store.
-        @usableFromInline let store: Unmanaged<PartialStore<S>>
+        @usableFromInline let store: Unmanaged<StoreEngine<S>>
         @usableFromInline var end = ChainEnd()
 
         @inlinable
-        init(store: Unmanaged<PartialStore<S>>) {
+        init(store: Unmanaged<StoreEngine<S>>) {
             self.store = store
         }
     }
@@ -307,12 +307,12 @@ extension PartialStore {
     @usableFromInline
     struct QueuedRun {
         /// Unretained: the caller holds the store.
-        @usableFromInline let store: Unmanaged<PartialStore<S>>
+        @usableFromInline let store: Unmanaged<StoreEngine<S>>
         @usableFromInline var end = ChainEnd()
         @usableFromInline let recordChanges: Bool
 
         @inlinable
-        init(store: Unmanaged<PartialStore<S>>, recordChanges: Bool) {
+        init(store: Unmanaged<StoreEngine<S>>, recordChanges: Bool) {
             self.store = store
             self.recordChanges = recordChanges
         }

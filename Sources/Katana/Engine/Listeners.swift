@@ -1,19 +1,9 @@
 import Synchronization
 
-// Listeners: registering and unsubscribing them, the boxes they live in, and telling them of a change. (When a change
+// Listeners: changing the list (`PartialStore.addListener` registers and unsubscribes), the boxes they live in, and telling them of a change. (When a change
 // is delivered — now, for an updater applied inline, or after a batch — is `applyAndNotify`'s, `UpdaterLane.swift`,
 // and `deliverChanges`', `Applying.swift`.)
-extension PartialStore {
-    final func subscribe(_ box: ListenerBox<S>) -> StoreUnsubscribe {
-        changeListeners {
-            $0.append(box)
-        }
-        return { [weak self] in
-            box.deactivate()
-            self?.changeListeners { $0.removeAll { $0 === box } }
-        }
-    }
-
+extension StoreEngine {
     /// The listeners for the items the lane holder applies next through the batch path, with `keepOldStates` set
     /// for them (whether each change must keep the state before it). Caller holds `laneLock` and the lane.
     @inlinable

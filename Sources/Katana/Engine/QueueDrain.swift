@@ -5,7 +5,7 @@ import Synchronization
 
 // Applying other producers' queued updaters: a dispatching thread that finds work behind the lane helps with a bounded
 // amount of it; the store's serial queue drains the rest.
-extension PartialStore {
+extension StoreEngine {
     /// Applies pending items on this thread, within the helping limit, then gives the lane up. The limit counts
     /// items, not batches: at most `helpingItemLimit` of them, taken in chunks of 1, 2, 4, … with the clock read
     /// after each chunk, so one slow item (or slow inline listener) ends the turn at once. If work is left, the lane

@@ -4,10 +4,10 @@ import KatanaTrace
 import Synchronization
 
 // Becoming ready: the initial state, the interceptors bound to the store, and the items kept until then, in order.
-extension PartialStore {
+extension StoreEngine {
     /// Sets the initial state, initialises the interceptors (which may dispatch, e.g. `.onStart` items) and runs
     /// every kept item in dispatch order. Items dispatched while this runs are kept too, so order is kept.
-    final func becomeReady(initialState: S, interceptors: [StoreInterceptor]) {
+    final func becomeReady(initialState: S, interceptors: [StoreInterceptor], store: PartialStore<S>) {
         lockedState.withLock { lockedState.value = initialState }
         intercepting = !configuration.interceptors.isEmpty || !interceptors.isEmpty
         sideEffects.intercepts = intercepting
@@ -29,9 +29,9 @@ extension PartialStore {
         if let context, !interceptors.isEmpty {
             // The chain's last `next`: the run in progress on this thread (its frame, which holds the store unretained:
             // no weak load) ends; a deferred call, or one from another thread, is dispatched anew through the store.
-            let elsewhere: @Sendable (any Dispatchable) throws -> Void = { [weak self] item in
-                guard let self else { throw KatanaError.storeReleased }
-                self.dispatchPastInterceptors(item)
+            let elsewhere: @Sendable (any Dispatchable) throws -> Void = { [weak store] item in
+                guard let store else { throw KatanaError.storeReleased }
+                store.engine.dispatchPastInterceptors(item)
             }
             chain = Unmanaged.passRetained(composeChain(interceptors, context: context, store: ObjectIdentifier(self), done: (),
                                                         elsewhere: elsewhere))

@@ -5,7 +5,7 @@ import Synchronization
 
 // Dispatching a side effect: holding it before the store is ready, starting its task, and running its interceptors
 // on that task before the body.
-extension PartialStore {
+extension StoreEngine {
     @inlinable
     final func enqueueSideEffect<V: Sendable>(
         _ sideEffect: any AnySideEffect, type: Any.Type, parentID: UInt64, as: V.Type, bypassInterceptors: Bool

@@ -144,7 +144,7 @@ enum SideEffectStep: Sendable {
     case done(DispatchOutcome, HandleCell.Outcome?)
 }
 
-extension PartialStore {
+extension StoreEngine {
     /// Starts a side effect on Swift's global concurrent executor. The task holds the registry and a weak reference to
     /// the store: releasing the store cancels the task and rejects what it dispatches with `storeReleased`.
     ///

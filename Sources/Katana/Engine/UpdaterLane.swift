@@ -5,7 +5,7 @@ import Synchronization
 
 // The updater lane: taking it, applying a dispatcher's own updater inline, queueing behind it, the flood policy's wait
 // and handing the lane back. The rules themselves are `LaneState`'s; this is where the store acts on them.
-extension PartialStore {
+extension StoreEngine {
     /// Puts an updater in the lane, or applies it right here when the lane is idle. `typedLinks`: the caller knows
     /// the updater's type statically (a typed `dispatch`), so the protocol-form interceptors get it in their typed
     /// form and the chain's end applies it specialised. `anyDispatch` passes false: an updater whose type is known
@@ -316,7 +316,7 @@ final class LaneWord: Sendable {
     /// listener dispatching, and before the store is ready).
     ///
     /// A back-off, not a lock: the dispatch never waits longer than this, and a holder that stays (a slow updater,
-    /// a long backlog) makes it queue as before. See `PartialStore.laneWaitNanoseconds` for why and what it costs.
+    /// a long backlog) makes it queue as before. See `StoreEngine.laneWaitNanoseconds` for why and what it costs.
     ///
     /// The first ``looksWithoutPause`` looks come back to back, so a short hold is noticed at once. After them the
     /// waiter pauses between looks (`katana_cpu_relax`), twice as long each time, up to ``maxPausesBetweenLooks``:

@@ -1,0 +1,222 @@
+import Dispatch
+import CKatanaTraceProvider
+import KatanaTrace
+import Synchronization
+
+/// The engine behind a store: the updater lane, the state with the lock that guards it, listeners, readiness,
+/// side-effect launch — its fields here, its work in the other files of `Engine/`, which extend it. A ``PartialStore``
+/// (Katana's type-erased view of a `Store<S, D>`) holds it and forwards its API to it. Nothing holds the engine weakly:
+/// what must not keep a store alive — a side effect's task, a listener's unsubscribe, the interceptors' deferred
+/// `next` — holds the store weakly and reaches the engine through it. (A weak reference gives its object a side
+/// table, and every retain of the object then takes the runtime's slow path: the engine, reached on every dispatch,
+/// stays without one — the callgrind gate's `side_effect_round_trip`.)
+@usableFromInline
+final class StoreEngine<S: State>: @unchecked Sendable {
+    // Why @unchecked Sendable is sound: every mutable stored property below is either guarded by the lock named
+    // beside it, or owned by the lane holder — the one thread that took the lane (`lane.busy`), under `laneLock` or
+    // lock-free (`laneWord.tryTake`, an acquiring compare-and-swap); ownership passes between threads through
+    // `laneLock`, or through `laneWord` when a holder gives an idle lane back without the lock (a releasing
+    // compare-and-swap, seen by the next taker's acquiring one): either orders the accesses. `chain`, `links` and
+    // `intercepting` are written once, in `becomeReady`, before the store is marked ready (the word's `notReady` bit
+    // cleared with a releasing store, under `laneLock`), and only read after that.
+
+    /// The identity the store reports in traces (`store_ready`, `listeners_notified`).
+    @usableFromInline let storeID: UInt64
+    /// The executors the store runs its own work on.
+    @usableFromInline let configuration: StoreConfiguration
+
+    @usableFromInline final let tracer: any TraceBackend
+    /// Per-type latency budgets (flight recorder); checked only for traced dispatches.
+    @usableFromInline final let budgets: LatencyBudgets
+    @usableFromInline final let laneLock = Lock(adaptive: true)
+    /// The state and the lock that guards it.
+    @usableFromInline final let lockedState = LockedState<S>()
+    /// Shared by every pending handle of this store.
+    @usableFromInline final let completionLock = Lock()
+    /// The lane's busy/queued word (`lane.word`), reached without touching `lane`: the holder gives an idle lane back
+    /// through it without `laneLock`.
+    @usableFromInline final let laneWord = LaneWord()
+    /// Where producers wait for room in a full lane (the flood policy).
+    @usableFromInline final let room: Lock.Condition
+
+    /// Katana's closure interceptors composed into one chain: written once before ready; retained by hand and
+    /// released in deinit (see ``ClosureChain``).
+    @usableFromInline @exclusivity(unchecked) final var chain: Unmanaged<ClosureChain<StoreInterceptorChain>>?
+    /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
+    /// (Boxes referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
+    /// called in place from its box's `let`, where an element was copied out and destroyed around each call. Written
+    /// once before ready; retained by hand and released in deinit.)
+    @usableFromInline @exclusivity(unchecked) final var links = UnsafeMutableBufferPointer<Unmanaged<LinkBox>>(start: nil, count: 0)
+    /// The leading ones of `links` that are ``TypedDispatchInterceptor``s, as a list (a state updater dispatched with
+    /// its type goes through these typed, then through the rest erased). Retained by hand: set once before ready,
+    /// released in deinit; read without reference counting.
+    @usableFromInline @exclusivity(unchecked) final var firstTypedLink: Unmanaged<TypedLink>?
+    /// Whether there are interceptors of either form.
+    @usableFromInline @exclusivity(unchecked) final var intercepting = false  // written once before ready
+
+    @usableFromInline final let sideEffects: SideEffectRegistry
+    @usableFromInline final let updaterQueue: DispatchQueue
+    @usableFromInline final let listenersAreInline: Bool
+    /// The backend takes an updater applied inline as one event at its end (`TraceBackend.combinesInlineUpdaters`).
+    @usableFromInline final let tracerCombinesInline: Bool
+    /// `tracer.isEnabled` as a plain C function when the backend is a native provider (or an in-process one): asked
+    /// on every dispatch, without the existential's copy, projection and witness call.
+    @usableFromInline final let enabledCheck: (@convention(c) () -> Int32)?
+    /// The backend is the no-op one and there is no dispatch recorder: nothing is ever traced, and the untraced
+    /// dispatch asks nothing (callgrind's `fire_and_forget`).
+    @usableFromInline final let tracesNothing: Bool
+    /// A native provider's `updater_inline`, called directly with the name's bytes (no event value, no retains).
+    @usableFromInline final let nativeUpdaterInline:
+        (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
+    /// ``StoreConfiguration/dispatchRecorder``: told of every updater applied and side effect started.
+    @usableFromInline final let dispatchRecorder: (any DispatchRecorder)?
+    /// `dispatchRecorder != nil`, as one byte the dispatch paths test (rather than the optional existential's box).
+    @usableFromInline final let recordsDispatches: Bool
+    /// The ids of the updater whose interceptor chain the lane's holder is running, for the dispatch recorder told at
+    /// the chain's end (`recordAtChainEnd`). Set and read by the lane's holder only; used only with a dispatch recorder.
+    @usableFromInline final var chainRecord: (id: UInt64, parentID: UInt64) = (0, 0)
+    /// An in-process backend's `updater_inline` (the flight recorder's, the metrics'), given the start token (its end is its one clock read).
+    @usableFromInline final let directUpdaterInline:
+        (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8, UInt32) -> Void)?
+
+    /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
+    /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
+    /// effects dispatched from one thread while others apply updaters otherwise contend for.
+    @usableFromInline final let readyForSideEffects = Atomic<Bool>(false)
+
+    // The fields above are read on every dispatch and written only before the store is shared (or once before it is
+    // ready). The two groups below are written on every dispatch — the lane's by every producer, the holder's by the
+    // thread applying — so each sits on cache lines of its own: with them interleaved, a producer reading `laneLock`
+    // or `intercepting` missed its cache on every dispatch because the holder had just written the state or `lane`
+    // next to it (the pads are never read; the state has an object of its own, `lockedState`).
+    @usableFromInline final let padBeforeLane = CacheLinePad()
+
+    /// The lane's rules and state (see `LaneState`): taken, queued and released under `laneLock`, except that an idle
+    /// lane with nothing queued is taken through `laneWord` alone (`LaneWord.tryTake`), and a holder with nothing
+    /// queued since it took the lane gives it back the same way.
+    @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
+    /// Changed with both the state lock and `laneLock` held (``changeListeners(_:)``), read with either.
+    @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []
+    /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
+    @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // as `listeners`
+
+    @usableFromInline final let padBeforeHolder = CacheLinePad()
+
+    @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
+    /// The lane holder's snapshot of `listenersNeedOldState` for the items it applies now.
+    @usableFromInline @exclusivity(unchecked) final var keepOldStates = false  // lane holder
+    /// How many listeners the lane holder's last inline change was handed to (`applyAndNotify`), for that updater's
+    /// trace event: read before the lane is given back, so no other change comes between.
+    @usableFromInline @exclusivity(unchecked) final var listenersTold: UInt32 = 0  // lane holder
+    /// New-state listeners only: a change was applied in this batch and not yet delivered.
+    @usableFromInline @exclusivity(unchecked) final var newStatePending = false  // lane holder
+    @usableFromInline @exclusivity(unchecked) final var finished: [FinishedUpdater] = []  // lane holder
+    /// Cells resolved in the holder's last batch, to reuse once their handles are gone (`recycleCells`).
+    @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
+    /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
+    @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
+    @usableFromInline final let padAfterHolder = CacheLinePad()
+
+    init(configuration: StoreConfiguration, tracer: any TraceBackend, contextPrototype: any ScopedSideEffectContext) {
+        self.configuration = configuration
+        self.tracer = tracer
+        self.tracerCombinesInline = tracer.combinesInlineUpdaters
+        let native = tracer as? NativeTraceBackend
+        let direct = tracer as? any DirectRecordingBackend
+        // A store with a dispatch recorder gives every dispatch an id, as while its backend records: its check says so
+        // (folded in here, the untraced dispatch asks one thing, as without one: callgrind's `fire_and_forget`).
+        self.enabledCheck = if configuration.dispatchRecorder != nil { { 1 } } else if let native { native.enabledCheck }
+                            else if let direct { direct.enabledFunction } else { nil }
+        self.tracesNothing = configuration.dispatchRecorder == nil && tracer is NoOpTraceBackend
+        self.nativeUpdaterInline = native?.updaterInlineFunction
+        self.directUpdaterInline = direct?.updaterInlineSinceFunction
+        self.dispatchRecorder = configuration.dispatchRecorder
+        self.recordsDispatches = configuration.dispatchRecorder != nil
+        self.budgets = configuration.latencyBudgets
+        self.storeID = KatanaTracing.nextID()
+        self.updaterQueue = DispatchQueue(label: "katana.store.updaters")
+        self.listenersAreInline = configuration.listenerExecutor.isInline
+        self.sideEffects = SideEffectRegistry(lock: completionLock, tracer: tracer, dispatchRecorder: configuration.dispatchRecorder,
+                                              budgets: configuration.latencyBudgets,
+                                              contextPrototype: contextPrototype)
+        self.room = Lock.Condition(laneLock)
+        self.lane = LaneState(backlogLimit: configuration.backlogLimit, word: laneWord)
+    }
+
+    deinit {
+        // Side effects still running are cancelled; items kept until readiness are rejected (nothing else can be
+        // pending: whoever holds the lane, or the updater queue's kick, holds the engine).
+        sideEffects.close()
+        for link in links { link.release() }
+        links.deallocate()
+        firstTypedLink?.release()
+        chain?.release()
+        rejectEarlyItems()
+    }
+
+    // MARK: Reading
+
+    /// The current state: reflects every updater whose handle has resolved. `S()` until the store is ready.
+    ///
+    /// Read from inside a state updater or reducer that this store is applying on the same thread (a misuse:
+    /// updaters get the state as their argument), it returns the state as it is at that moment — the state the
+    /// updater started from, plus whatever a `StateUpdater` already changed in place before the read — instead of
+    /// deadlocking on the state lock.
+    @inlinable
+    var state: S {
+        if lockedState.tryLock() {
+            defer { lockedState.unlock() }
+            return lockedState.value
+        }
+        if lockedState.isHeldByThisThread {
+            // This thread is inside an updater of this store, holding the state lock.
+            return lockedState.value
+        }
+        lockedState.lock()
+        defer { lockedState.unlock() }
+        return lockedState.value
+    }
+
+    @usableFromInline var isReady: Bool { laneLock.withLock { !lane.beforeReady } }
+
+    @usableFromInline var listenerCount: Int { laneLock.withLock { listeners.count } }
+
+    // MARK: Dispatching
+
+    @usableFromInline
+    final func anyDispatch(_ item: any Dispatchable, parentID: UInt64) -> DispatchHandle<any Sendable> {
+        anyDispatch(item, parentID: parentID, bypassInterceptors: false)
+    }
+
+    @usableFromInline
+    final func anyDispatch(_ item: any Dispatchable, parentID: UInt64, bypassInterceptors: Bool) -> DispatchHandle<any Sendable> {
+        switch ItemKind(of: item) {
+        case let .stateUpdater(updater):
+            return enqueueUpdater(updater, type: type(of: item), parentID: parentID, success: () as any Sendable,
+                                  bypassInterceptors: bypassInterceptors)
+        case let .sideEffect(sideEffect):
+            return enqueueSideEffect(sideEffect, type: type(of: item), parentID: parentID, as: (any Sendable).self,
+                                     bypassInterceptors: bypassInterceptors)
+        case .ambiguous:
+            return .rejected(KatanaError.ambiguousDispatchable("\(type(of: item))"))
+        case .neither:
+            return .rejected(KatanaError.notDispatchable("\(type(of: item))"))
+        }
+    }
+
+    @inlinable
+    final func dispatchUpdater<U: StateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false, typedLinks: true)
+    }
+
+    @inlinable
+    final func dispatchUpdater<U: ThrowingStateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
+        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false, typedLinks: true)
+    }
+
+    @inlinable
+    final func dispatchSideEffect<E: AnySideEffect, V: Sendable>(_ sideEffect: E, parentID: UInt64, as: V.Type) -> DispatchHandle<V> {
+        enqueueSideEffect(sideEffect, type: E.self, parentID: parentID, as: V.self, bypassInterceptors: false)
+    }
+}
