@@ -4,12 +4,12 @@ import Synchronization
 /// An updater waiting in the lane. `cell` is nil only for the caller's own item on the inline path.
 @usableFromInline
 struct LaneItem {
-    @usableFromInline var updater: any AnyStateUpdater
-    @usableFromInline var cell: HandleCell?
-    @usableFromInline var id: UInt64
-    @usableFromInline var parentID: UInt64
-    @usableFromInline var name: TraceName?
-    @usableFromInline var bypass: Bool
+    @usableFromInline let updater: any AnyStateUpdater
+    @usableFromInline var cell: HandleCell?  // moved out (`take()`) when the lane holder resolves it
+    @usableFromInline let id: UInt64
+    @usableFromInline let parentID: UInt64
+    @usableFromInline let name: TraceName?
+    @usableFromInline let bypass: Bool
     /// The producer slot it counts against in the lane (`LaneQueue.noSlot`: none).
     @usableFromInline var slot: UInt8 = LaneQueue.noSlot
 
@@ -26,15 +26,15 @@ struct LaneItem {
 
 @usableFromInline
 struct SideEffectItem: Sendable {
-    @usableFromInline var sideEffect: any AnySideEffect
-    @usableFromInline var cell: HandleCell
-    @usableFromInline var id: UInt64
-    @usableFromInline var parentID: UInt64
-    @usableFromInline var name: TraceName?
-    @usableFromInline var bypass: Bool
+    @usableFromInline let sideEffect: any AnySideEffect
+    @usableFromInline let cell: HandleCell
+    @usableFromInline let id: UInt64
+    @usableFromInline let parentID: UInt64
+    @usableFromInline let name: TraceName?
+    @usableFromInline let bypass: Bool
     /// The handle's value type is `Void`: it reports only that the side effect finished, so what the body returned
     /// need not be kept.
-    @usableFromInline var discardsValue: Bool
+    @usableFromInline let discardsValue: Bool
 
     @inlinable
     init(sideEffect: any AnySideEffect, cell: HandleCell, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool,
