@@ -802,7 +802,8 @@ struct Micro: AsyncParsableCommand {
 
     /// ns per round: a holder thread dispatches a `Gate`, which parks it inside the lane; this thread dispatches
     /// `queueing` updaters (each finds the lane held, waits its brief while and queues) and opens the gate; the
-    /// holder's dispatch applies them before it returns.
+    /// holder's dispatch applies them before it returns, or as many as its helping limits allow, and the store's
+    /// serial queue the rest.
     private func queuedRounds(_ rounds: Int, queueing: Int, backend: any TraceBackend) -> Double {
         let store = makeStore(backend: backend)
         while !store.isReady { sched_yield() }
@@ -820,9 +821,13 @@ struct Micro: AsyncParsableCommand {
         for _ in 0..<rounds {
             go.signal()
             gate.parked.wait()
-            for _ in 0..<queueing { store.dispatch(Increment()) }
+            var last: DispatchHandle<Void>?
+            for _ in 0..<queueing { last = store.dispatch(Increment()) }
             gate.open.signal()
             done.wait()
+            // The holder helps for a limited time (`helpingTimeLimitNanoseconds`); what it leaves goes to the store's
+            // serial queue. The round ends when the last of its updaters is applied (they apply in order).
+            while let last, !last.isResolved { sched_yield() }
         }
         let elapsed = nowNanoseconds() - start
         precondition(store.state.counter == rounds * queueing, "lost updates: \(store.state.counter) of \(rounds * queueing)")
