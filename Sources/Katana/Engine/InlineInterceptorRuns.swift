@@ -68,14 +68,14 @@ extension StoreEngine {
         let started = trace.start(self, combined: combined)
         var thrown: (any Error)?
         if let chain {
-            var run = InlineRun(store: Unmanaged.passUnretained(self))
+            var run = ChainRun(store: Unmanaged.passUnretained(self))
             // Closures (after any protocol-form interceptors, erased): the chain's last `next` reaches this run through
             // this thread's frame.
             let links = !self.links.isEmpty
             do {
                 try withUnsafeMutablePointer(to: &run) { pointer in
                     try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: { item, raw in
-                        let run = raw.assumingMemoryBound(to: InlineRun.self)
+                        let run = raw.assumingMemoryBound(to: ChainRun.self)
                         try run.pointee.store._withUnsafeGuaranteedRef {
                             try $0.inlineEnd(item, as: U.self, &run.pointee.end)
                         }
@@ -131,22 +131,6 @@ extension StoreEngine {
         let handle = inlineHandle(result, success: success, parentID: parentID)
         releaseLane(thread: thread)
         return handle
-    }
-
-    /// An updater's inline run through the closure chain, on the caller's stack: what the chain's last `next` needs
-    /// (reached through this thread's ``InterceptionFrame``, so the closure made once in `becomeReady` applies it specialised). The
-    /// chain's end reads the listeners itself, under the state lock, when it applies the updater.
-    @usableFromInline
-    struct InlineRun {
-        /// Unretained: the caller holds the store (a strong copy of it is a side-table retain: the store has weak
-        /// references).
-        @usableFromInline let store: Unmanaged<StoreEngine<S>>
-        @usableFromInline var end = ChainEnd()
-
-        @inlinable
-        init(store: Unmanaged<StoreEngine<S>>) {
-            self.store = store
-        }
     }
 
     /// An inline run through the leading typed interceptors: what their `next` and `forward` need, in one place on the

@@ -267,7 +267,7 @@ extension StoreEngine {
     /// Runs a side effect's interceptors on its task; returns what the run came to and the item to run next.
     @inlinable
     final func runSideEffectChain(_ sideEffect: any AnySideEffect) -> (thrown: (any Error)?, end: ChainEnd) {
-        var run = SideEffectRun(store: Unmanaged.passUnretained(self))
+        var run = ChainRun(store: Unmanaged.passUnretained(self))
         let thrown: (any Error)? = withUnsafeMutablePointer(to: &run) { pointer in
             do {
                 let end = { (item: any Dispatchable) in self.endOfSideEffectChain(item, &pointer.pointee.end) }
@@ -276,7 +276,7 @@ extension StoreEngine {
                     return nil
                 }
                 try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: { item, raw in
-                    let run = raw.assumingMemoryBound(to: SideEffectRun.self)
+                    let run = raw.assumingMemoryBound(to: ChainRun.self)
                     run.pointee.store._withUnsafeGuaranteedRef { $0.endOfSideEffectChain(item, &run.pointee.end) }
                 }) {
                     try runAllInterceptors(sideEffect, end: end)
@@ -289,11 +289,12 @@ extension StoreEngine {
         return (thrown, run.end)
     }
 
-    /// A side effect's run through the interceptors, on its task's stack (the closure chain reaches it through this
-    /// thread's frame).
+    /// A run through the closure chain on its caller's stack — an updater's inline run, or a side effect's on its
+    /// task: what the chain's last `next` needs, reached through this thread's ``InterceptionFrame`` (so the closure
+    /// made once in `becomeReady` applies an updater specialised, and reads the listeners itself, under the state lock).
     @usableFromInline
-    struct SideEffectRun {
-        /// Unretained: the caller holds the store.
+    struct ChainRun {
+        /// Unretained: the caller holds the engine.
         @usableFromInline let store: Unmanaged<StoreEngine<S>>
         @usableFromInline var end = ChainEnd()
 
