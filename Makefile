@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-ci walk test-otlp test-install dist test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table
+.PHONY: setup bench test test-ci walk test-otlp test-install dist test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table window-table
 
 setup:
 	@bash scripts/setup-system.sh
@@ -126,3 +126,8 @@ docs:
 ## Benchmarks/Results/micro.json and rewrites the article's table from it (commit both).
 perf-table:
 	python3 scripts/perf-table record
+
+## Re-measures the Flight recorder article's window table (katana-bench micro --only window, release build, about 70 s)
+## into Benchmarks/Results/flight-window.json and rewrites the table from it (commit both).
+window-table:
+	python3 scripts/perf-table record-window

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -31,22 +32,47 @@ static int fail(char *error, size_t size, const char *format, ...);
    tick reads): written as updater_inline. */
 #define KATANA_FR_INLINE_SINCE 0x7f
 
+/* The memory is one pool of segments of SEGMENT_RECORDS records (12 KiB), handed to threads as they fill them: a
+   thread takes a new segment from the pool while the total allows, else the segment whose records are the oldest
+   of all (in the order segments were filled, whichever thread's). So memory follows the busy threads and the dump
+   holds the most recent stretch of time the total can: one thread alone at 100,000 dispatches a second keeps the
+   last 3.5 seconds of 16 MiB, where a fixed ring per thread kept 40 ms (`katana-bench micro --only window`). A
+   thread that recorded keeps the one segment it writes in (its recent past is never taken from it); a segment is
+   small so that many idle threads pin little. The writer takes `rings_lock` only to move to its next segment (once
+   per SEGMENT_RECORDS records). */
+#define SEGMENT_RECORDS 256
+#define SEGMENT_BYTES ((size_t)SEGMENT_RECORDS * WORDS * 8)
+
+typedef struct ring ring;
+
 typedef struct {
-    _Atomic uint64_t head; /* records written so far; slot = head & mask */
-    uint64_t mask;
     _Atomic uint64_t *words;
+    /* Changed under rings_lock when the segment is handed to a ring: its new owner, the owner's record index of the
+       segment's first slot, and a generation a dump compares before and after copying (a segment handed on meanwhile
+       is left out of that dump). */
+    _Atomic(ring *) owner;
+    _Atomic uint64_t base;
+    _Atomic uint64_t generation;
+} segment;
+
+struct ring {
+    _Atomic uint64_t head; /* records written so far */
+    /* The writer's: the segment it writes in, its words, and the record indexes it covers ([base, end)). `end ==
+       head` sends the next record to `next_segment`. Changed by the writer under rings_lock (and at thread exit). */
+    segment *current;
+    _Atomic uint64_t *slots;
+    uint64_t base, end;
+    size_t index; /* in `rings` */
     /* The owner: its thread id, and the first record it wrote (a ring whose thread ended is handed to a new
-       thread only when every ring is taken; the old thread's records are then no longer dumped). */
+       thread only when MAX_RINGS threads recorded; the old thread's records are then no longer dumped). */
     _Atomic int32_t tid;
     _Atomic uint64_t owner_from;
     _Atomic uint64_t ended; /* 0 while its thread lives, else the order in which it ended */
-} ring;
+};
 
-#define MAX_RINGS 4096
+#define MAX_RINGS 1024
 static ring *rings[MAX_RINGS];
 static _Atomic size_t ring_count;
-/* Unconfigured: what katana_fr_configure(16 MiB, 256 KiB) gives (FlightRecorder.configure's defaults). */
-static size_t ring_limit = 85, ring_records = 1 << 12;
 static _Atomic uint64_t discarded_events;
 static pthread_mutex_t rings_lock = PTHREAD_MUTEX_INITIALIZER;
 static int configured;
@@ -56,29 +82,115 @@ static __thread int thread_ended;
 static pthread_key_t ring_key;
 static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
 
+/* The pool (rings_lock): segments made so far, the most the total allows (unconfigured: what
+   katana_fr_configure(16 MiB) gives, FlightRecorder.configure's default), and the segments no thread writes in, in
+   the order they were filled (a ring buffer of `segment_limit` entries; each segment is in it at most once). */
+static segment *segments;
+static size_t segment_count, segment_limit = (16u << 20) / SEGMENT_BYTES;
+static segment **filled;
+static size_t filled_first, filled_count;
+
 /* The first clock pair (ticks, nanoseconds), taken with the first ring: with a dump's own pair, the tick rate over
    the whole recording. */
 static uint64_t base_ticks, base_ns;
 
-void katana_fr_configure(size_t total_bytes, size_t ring_bytes) {
+void katana_fr_configure(size_t total_bytes) {
     pthread_mutex_lock(&rings_lock);
     if (!configured) {
-        size_t records = ring_bytes / (WORDS * 8);
-        size_t power = 64;
-        while (power * 2 <= records) power *= 2;
-        ring_records = power;
-        size_t limit = total_bytes / (power * WORDS * 8);
-        ring_limit = limit < 1 ? 1 : limit > MAX_RINGS ? MAX_RINGS : limit;
+        size_t limit = total_bytes / SEGMENT_BYTES;
+        segment_limit = limit < 1 ? 1 : limit;
         configured = 1;
     }
     pthread_mutex_unlock(&rings_lock);
 }
 
-/* A thread ends: its ring keeps its records (dumped as before) and becomes the first a new thread may take. */
+uint64_t katana_fr_capacity(void) {
+    pthread_mutex_lock(&rings_lock);
+    uint64_t records = (uint64_t)segment_limit * SEGMENT_RECORDS;
+    pthread_mutex_unlock(&rings_lock);
+    return records;
+}
+
+/* Pool bookkeeping; callers hold rings_lock. Made whole on first use, so a segment's address never changes while a
+   dump copies it. The records' memory is one anonymous mapping of the total: the kernel's zero pages until a thread
+   first writes them, so the process holds only what has been recorded, and taking a new segment allocates nothing
+   (a calloc per segment cost the callgrind gate's `fire_and_forget_flight_recorder` a dozen instructions a dispatch
+   in zeroing). */
+static _Atomic uint64_t *pool_words;
+
+static int pool_ready(void) {
+    configured = 1;
+    if (segments) return 1;
+    void *words = mmap(NULL, segment_limit * SEGMENT_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    segments = calloc(segment_limit, sizeof *segments);
+    filled = calloc(segment_limit, sizeof *filled);
+    if (words != MAP_FAILED && segments && filled) {
+        pool_words = words;
+        return 1;
+    }
+    if (words != MAP_FAILED) munmap(words, segment_limit * SEGMENT_BYTES);
+    free(segments);
+    free(filled);
+    segments = NULL;
+    filled = NULL;
+    return 0;
+}
+
+static void push_filled(segment *s) {
+    filled[(filled_first + filled_count) % segment_limit] = s;
+    filled_count++;
+}
+
+static segment *pop_filled(void) {
+    if (!filled_count) return NULL;
+    segment *s = filled[filled_first];
+    filled_first = (filled_first + 1) % segment_limit;
+    filled_count--;
+    return s;
+}
+
+/* The segment for the ring's next records, from record index `h` on: a new one while the total allows, else the
+   one filled first of all. NULL when every segment is some thread's current one. Caller holds rings_lock. */
+static segment *take_segment(ring *r, uint64_t h) {
+    segment *s = NULL;
+    if (segment_count < segment_limit && pool_ready()) {
+        s = &segments[segment_count];
+        s->words = pool_words + segment_count * SEGMENT_RECORDS * WORDS;
+        segment_count++;
+    }
+    if (!s) s = pop_filled();
+    if (!s) return NULL;
+    atomic_fetch_add_explicit(&s->generation, 1, memory_order_relaxed);
+    atomic_store_explicit(&s->owner, r, memory_order_relaxed);
+    atomic_store_explicit(&s->base, h, memory_order_relaxed);
+    /* A dump that copies a slot of the records written from here on sees the new generation after it (seqlock). */
+    atomic_thread_fence(memory_order_release);
+    return s;
+}
+
+/* The ring's current segment is full (or it has none yet): move to the next. 0 when there is none to move to. */
+static int next_segment(ring *r, uint64_t h) {
+    pthread_mutex_lock(&rings_lock);
+    if (r->current) push_filled(r->current);
+    segment *s = take_segment(r, h);
+    r->current = s;
+    r->slots = s ? s->words : NULL;
+    r->base = h;
+    r->end = s ? h + SEGMENT_RECORDS : h;
+    pthread_mutex_unlock(&rings_lock);
+    return s != NULL;
+}
+
+/* A thread ends: its records stay (dumped as before, under its thread id) until their segments are the oldest and
+   handed on; its ring becomes the first a new thread may take once MAX_RINGS threads recorded. */
 static void thread_exit(void *value) {
     ring *r = value;
     pthread_mutex_lock(&rings_lock);
     atomic_store_explicit(&r->ended, ++threads_ended, memory_order_release);
+    if (r->current) push_filled(r->current);
+    r->current = NULL;
+    r->end = atomic_load_explicit(&r->head, memory_order_relaxed);
     pthread_mutex_unlock(&rings_lock);
     current = NULL;
     thread_ended = 1; /* anything it records from now on (later destructors) is counted as discarded */
@@ -86,8 +198,8 @@ static void thread_exit(void *value) {
 
 static void make_key(void) { pthread_key_create(&ring_key, thread_exit); }
 
-/* The calling thread's ring, made on its first event — or, with every ring taken, the ring of the thread that ended
-   first; NULL when none is free. */
+/* The calling thread's ring, made on its first event — or, once MAX_RINGS threads recorded, the ring of the thread
+   that ended first; NULL when none is free. Its first record takes it a segment. */
 static ring *attach(void) {
     if (thread_ended) return NULL;
     pthread_once(&ring_key_once, make_key);
@@ -97,18 +209,13 @@ static ring *attach(void) {
     ring *r = NULL;
     size_t count = atomic_load_explicit(&ring_count, memory_order_relaxed);
     if (count == 0) (void)katana_clock_pair(&base_ticks, &base_ns);
-    if (count < ring_limit) {
+    if (count < MAX_RINGS) {
         r = calloc(1, sizeof *r);
-        _Atomic uint64_t *words = r ? calloc(ring_records * WORDS, sizeof *words) : NULL;
-        if (words) {
-            r->words = words;
-            r->mask = ring_records - 1;
+        if (r) {
+            r->index = count;
             atomic_store_explicit(&r->tid, tid, memory_order_relaxed);
             rings[count] = r;
             atomic_store_explicit(&ring_count, count + 1, memory_order_release);
-        } else {
-            free(r);
-            r = NULL;
         }
     } else {
         uint64_t oldest = 0;
@@ -132,7 +239,11 @@ static ring *attach(void) {
 static inline void put_record(ring *r, uint64_t ts, uint64_t id, uint64_t parent, uint64_t a, const char *name,
                               uint64_t last) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    _Atomic uint64_t *w = r->words + (h & r->mask) * WORDS;
+    if (__builtin_expect(h == r->end, 0) && !next_segment(r, h)) {
+        atomic_fetch_add_explicit(&discarded_events, 1, memory_order_relaxed);
+        return;
+    }
+    _Atomic uint64_t *w = r->slots + (h - r->base) * WORDS;
     atomic_store_explicit(&w[0], ts, memory_order_relaxed);
     atomic_store_explicit(&w[1], id, memory_order_relaxed);
     atomic_store_explicit(&w[2], parent, memory_order_relaxed);
@@ -183,18 +294,21 @@ void katana_fr_updater_inline(uint64_t id, uint64_t parent, const char *name, ui
 int katana_fr_enabled(void) { return 1; }
 
 /* The floor of a recorded inline updater: what it cannot do without — its two clock reads (start and end) and one
-   record stored into a ring of this thread's — on a ring of its own, so the recorder's rings are left alone. */
+   record stored into a segment of this thread's — on a segment of its own, which it goes round in place of moving
+   to the next (once per SEGMENT_RECORDS records, as a thread moves), so the recorder's pool is left alone. */
 static __thread ring *floor_ring;
 static __thread ring floor_scratch;
-static __thread _Atomic uint64_t floor_words[64 * WORDS];
+static __thread _Atomic uint64_t floor_words[SEGMENT_RECORDS * WORDS];
 
 uint64_t katana_fr_floor(uint64_t count) {
-    floor_scratch.mask = 63;
-    floor_scratch.words = floor_words;
+    floor_scratch.slots = floor_words;
+    floor_scratch.base = 0;
+    floor_scratch.end = SEGMENT_RECORDS;
     floor_ring = &floor_scratch;
     uint64_t start = katana_monotonic_ns();
     for (uint64_t i = 0; i < count; i++) {
         ring *volatile *slot = &floor_ring;
+        if (__builtin_expect(i % SEGMENT_RECORDS == 0, 0)) atomic_store_explicit(&floor_scratch.head, 0, memory_order_relaxed);
         uint64_t began = katana_duration_start();
         put_record(*slot, katana_duration_start(), i, 0, began, "floor", (uint64_t)KATANA_FR_INLINE_SINCE << 32);
     }
@@ -285,37 +399,108 @@ static uint64_t to_ns(const clock_map *map, uint64_t token) {
     return ns > 0 ? (uint64_t)ns : 0;
 }
 
-/* The ring's recent records of its present owner, oldest first, with nanosecond timestamps (never decreasing), into
-   `out` (room for the ring's size); returns how many, and the owner's thread id. Records the thread overwrote while
-   they were copied (and the slot it may be writing) are left out; so is the ring if a new thread took it meanwhile. */
-static size_t copy_ring(ring *r, const clock_map *map, record *out, int32_t *tid) {
-    uint64_t size = r->mask + 1;
-    uint64_t owner = atomic_load_explicit(&r->owner_from, memory_order_acquire);
-    *tid = atomic_load_explicit(&r->tid, memory_order_acquire);
-    uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire);
-    uint64_t start = end > size ? end - size : 0;
-    if (start < owner) start = owner;
-    uint64_t words[WORDS];
+/* What a dump copies, taken under rings_lock: every segment with an owner (its ring, base and generation at that
+   moment), sorted by ring and base — each ring's oldest first — and each ring's head, first record and thread. */
+typedef struct {
+    segment *s;
+    size_t ring;
+    uint64_t base, generation;
+    size_t at, taken; /* where its records went in a copy, and how many */
+} segment_view;
+
+typedef struct {
+    uint64_t head, owner_from;
+    int32_t tid;
+} ring_view;
+
+typedef struct {
+    segment_view *segments;
+    size_t segment_count;
+    ring_view *rings;
+    size_t ring_count;
+    size_t most_records; /* the most records one ring's segments hold */
+} snapshot;
+
+static int by_ring_and_base(const void *a, const void *b) {
+    const segment_view *x = a, *y = b;
+    if (x->ring != y->ring) return x->ring < y->ring ? -1 : 1;
+    return x->base < y->base ? -1 : x->base > y->base;
+}
+
+/* 0, or -1 when its memory could not be had. */
+static int take_snapshot(snapshot *snap) {
+    memset(snap, 0, sizeof *snap);
+    pthread_mutex_lock(&rings_lock);
+    size_t count = atomic_load_explicit(&ring_count, memory_order_relaxed);
+    snap->segments = segment_count ? malloc(segment_count * sizeof *snap->segments) : NULL;
+    snap->rings = count ? malloc(count * sizeof *snap->rings) : NULL;
+    if ((segment_count && !snap->segments) || (count && !snap->rings)) {
+        pthread_mutex_unlock(&rings_lock);
+        free(snap->segments);
+        free(snap->rings);
+        return -1;
+    }
+    for (size_t i = 0; i < segment_count; i++) {
+        segment *s = &segments[i];
+        ring *owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
+        if (!owner) continue;
+        snap->segments[snap->segment_count++] = (segment_view){
+            .s = s, .ring = owner->index, .base = atomic_load_explicit(&s->base, memory_order_relaxed),
+            .generation = atomic_load_explicit(&s->generation, memory_order_relaxed)};
+    }
+    for (size_t i = 0; i < count; i++) {
+        snap->rings[i] = (ring_view){.head = atomic_load_explicit(&rings[i]->head, memory_order_acquire),
+                                     .owner_from = atomic_load_explicit(&rings[i]->owner_from, memory_order_relaxed),
+                                     .tid = atomic_load_explicit(&rings[i]->tid, memory_order_relaxed)};
+    }
+    snap->ring_count = count;
+    pthread_mutex_unlock(&rings_lock);
+    qsort(snap->segments, snap->segment_count, sizeof *snap->segments, by_ring_and_base);
+    for (size_t i = 0, first = 0; i <= snap->segment_count; i++) {
+        if (i < snap->segment_count && snap->segments[i].ring == snap->segments[first].ring) continue;
+        size_t records = (i - first) * SEGMENT_RECORDS;
+        if (records > snap->most_records) snap->most_records = records;
+        first = i;
+    }
+    return 0;
+}
+
+static void free_snapshot(snapshot *snap) {
+    free(snap->segments);
+    free(snap->rings);
+}
+
+/* The records of one ring's present owner — its segments, `views[0..<count]` of the snapshot — oldest first, with
+   nanosecond timestamps (never decreasing), into `out` (room for `most_records`); returns how many. A segment handed
+   on while it was copied is left out (its generation changed: its thread, or another, writes it anew). */
+static size_t copy_ring(const snapshot *snap, segment_view *views, size_t count, const clock_map *map, record *out) {
+    const ring_view *owner = &snap->rings[views[0].ring];
     size_t n = 0;
-    for (uint64_t i = start; i < end; i++) {
-        _Atomic uint64_t *w = r->words + (i & r->mask) * WORDS;
-        for (int k = 0; k < WORDS; k++) words[k] = atomic_load_explicit(&w[k], memory_order_relaxed);
-        out[n++] = (record){.ts = words[0], .id = words[1], .parent = words[2], .a = words[3],
-                            .name = (const char *)(uintptr_t)words[4], .b = (uint32_t)words[5],
-                            .event = (uint8_t)(words[5] >> 32), .kind = (uint8_t)(words[5] >> 40),
-                            .queue = (uint8_t)(words[5] >> 48), .outcome = (uint8_t)(words[5] >> 56)};
+    uint64_t words[WORDS];
+    for (size_t v = 0; v < count; v++) {
+        segment_view *view = &views[v];
+        uint64_t from = view->base > owner->owner_from ? view->base : owner->owner_from;
+        uint64_t to = view->base + SEGMENT_RECORDS < owner->head ? view->base + SEGMENT_RECORDS : owner->head;
+        view->at = n;
+        for (uint64_t i = from; i < to; i++) {
+            _Atomic uint64_t *w = view->s->words + (i - view->base) * WORDS;
+            for (int k = 0; k < WORDS; k++) words[k] = atomic_load_explicit(&w[k], memory_order_relaxed);
+            out[n++] = (record){.ts = words[0], .id = words[1], .parent = words[2], .a = words[3],
+                                .name = (const char *)(uintptr_t)words[4], .b = (uint32_t)words[5],
+                                .event = (uint8_t)(words[5] >> 32), .kind = (uint8_t)(words[5] >> 40),
+                                .queue = (uint8_t)(words[5] >> 48), .outcome = (uint8_t)(words[5] >> 56)};
+        }
+        view->taken = n - view->at;
     }
     atomic_thread_fence(memory_order_acquire);
-    uint64_t after = atomic_load_explicit(&r->head, memory_order_acquire);
-    if (atomic_load_explicit(&r->owner_from, memory_order_acquire) != owner) return 0;
-    /* Slots of index ≤ after − size may have been rewritten during the copy. */
-    uint64_t first_safe = after >= size ? after - size + 1 : 0;
-    size_t skip = first_safe > start ? (size_t)(first_safe - start) : 0;
-    if (skip > n) skip = n;
-    memmove(out, out + skip, (n - skip) * sizeof *out);
-    n -= skip;
+    size_t kept = 0;
+    for (size_t v = 0; v < count; v++) {
+        if (atomic_load_explicit(&views[v].s->generation, memory_order_relaxed) != views[v].generation) continue;
+        memmove(out + kept, out + views[v].at, views[v].taken * sizeof *out);
+        kept += views[v].taken;
+    }
     uint64_t last = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < kept; i++) {
         record *x = &out[i];
         uint64_t ts = to_ns(map, x->ts);
         if (x->event == KATANA_FR_INLINE_SINCE) {
@@ -326,7 +511,26 @@ static size_t copy_ring(ring *r, const clock_map *map, record *out, int32_t *tid
         x->ts = ts < last ? last : ts;
         last = x->ts;
     }
-    return n;
+    return kept;
+}
+
+/* Calls `each(ring, records, taken, tid, context)` for every ring of the snapshot with records, in ring order; stops
+   at (and returns) a non-zero status. */
+typedef int (*ring_visitor)(size_t ring, const record *records, size_t taken, int32_t tid, void *context);
+
+static int copy_rings(snapshot *snap, const clock_map *map, record *out, ring_visitor each, void *context) {
+    for (size_t first = 0; first < snap->segment_count;) {
+        size_t last = first;
+        while (last < snap->segment_count && snap->segments[last].ring == snap->segments[first].ring) last++;
+        size_t index = snap->segments[first].ring;
+        size_t taken = copy_ring(snap, &snap->segments[first], last - first, map, out);
+        if (taken) {
+            int status = each(index, out, taken, snap->rings[index].tid, context);
+            if (status) return status;
+        }
+        first = last;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------------------------ CTF */
@@ -476,31 +680,87 @@ static void undo(const char *dir, int created, size_t streams, const unsigned ch
     if (created) rmdir(dir);
 }
 
+typedef struct {
+    katana_fr_visitor visit;
+    void *context;
+    int64_t visited;
+} visit_state;
+
+static int visit_ring(size_t ring, const record *records, size_t taken, int32_t tid, void *context) {
+    (void)ring;
+    visit_state *state = context;
+    for (size_t k = 0; k < taken; k++) {
+        const record *r = &records[k];
+        katana_fr_event event = {.timestamp_ns = r->ts, .id = r->id, .parent = r->parent, .a = r->a, .name = r->name,
+                                 .b = r->b, .tid = tid, .event = r->event, .kind = r->kind, .queue = r->queue,
+                                 .outcome = r->outcome};
+        state->visit(&event, state->context);
+    }
+    state->visited += (int64_t)taken;
+    return 0;
+}
+
 int64_t katana_fr_visit(katana_fr_visitor visit, void *context, uint64_t *now_ns) {
     clock_map map = dump_clock();
     *now_ns = map.ns;
-    size_t count = atomic_load_explicit(&ring_count, memory_order_acquire);
-    if (!count) return 0;
-    pthread_mutex_lock(&rings_lock);
-    size_t per_ring = ring_records;
-    pthread_mutex_unlock(&rings_lock);
-    record *records = malloc(per_ring * sizeof(record));
-    if (!records) return -1;
-    int64_t visited = 0;
-    for (size_t i = 0; i < count; i++) {
-        int32_t tid;
-        size_t taken = copy_ring(rings[i], &map, records, &tid);
-        for (size_t k = 0; k < taken; k++) {
-            const record *r = &records[k];
-            katana_fr_event event = {.timestamp_ns = r->ts, .id = r->id, .parent = r->parent, .a = r->a,
-                                     .name = r->name, .b = r->b, .tid = tid, .event = r->event, .kind = r->kind,
-                                     .queue = r->queue, .outcome = r->outcome};
-            visit(&event, context);
-        }
-        visited += (int64_t)taken;
+    snapshot snap;
+    if (take_snapshot(&snap)) return -1;
+    record *records = snap.most_records ? malloc(snap.most_records * sizeof(record)) : NULL;
+    if (snap.most_records && !records) {
+        free_snapshot(&snap);
+        return -1;
     }
+    visit_state state = {visit, context, 0};
+    (void)copy_rings(&snap, &map, records, visit_ring, &state);
     free(records);
-    return visited;
+    free_snapshot(&snap);
+    return state.visited;
+}
+
+/* One ring's records as a CTF stream file `katana_N` (N: the ring's index) of the dump being written. */
+typedef struct {
+    const char *path;
+    const unsigned char *uuid;
+    int32_t pid;
+    unsigned char *made;
+    uint64_t *written;
+    char *error;
+    size_t error_size;
+    buffer data;
+} stream_state;
+
+static int write_stream(size_t ring, const record *records, size_t taken, int32_t tid, void *context) {
+    stream_state *state = context;
+    buffer *data = &state->data;
+    data->length = 0;
+    put32(data, 0xC1FC1FC1);
+    put(data, state->uuid, 16);
+    put32(data, 0);
+    put64(data, ring);
+    put64(data, records[0].ts);
+    put64(data, records[taken - 1].ts);
+    size_t sizes_at = data->length;
+    put64(data, 0); /* content size, set below */
+    put64(data, 0); /* packet size */
+    put64(data, 0);
+    put64(data, 0);
+    put32(data, (uint32_t)ring);
+    for (size_t k = 0; k < taken; k++) {
+        put32(data, records[k].event);
+        put64(data, records[k].ts);
+        put32(data, (uint32_t)state->pid);
+        put32(data, (uint32_t)tid);
+        put_payload(data, &records[k]);
+    }
+    if (data->failed) return fail(state->error, state->error_size, "out of memory");
+    uint64_t bits = (uint64_t)data->length * 8;
+    memcpy(data->bytes + sizes_at, &bits, 8);
+    memcpy(data->bytes + sizes_at + 8, &bits, 8);
+    char name[64];
+    snprintf(name, sizeof name, "katana_%zu", ring);
+    int status = write_file(state->path, name, data->bytes, data->length, state->error, state->error_size);
+    if (status == 0) *state->written += taken, state->made[ring] = 1;
+    return status;
 }
 
 int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t error_size) {
@@ -558,55 +818,24 @@ int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t erro
     free(meta.bytes);
     if (status) return undo(path, created, 0, NULL), status;
 
-    size_t count = atomic_load_explicit(&ring_count, memory_order_acquire);
-    pthread_mutex_lock(&rings_lock); /* set by katana_fr_configure, under the lock */
-    size_t per_ring = ring_records;
-    pthread_mutex_unlock(&rings_lock);
-    record *records = count ? malloc(per_ring * sizeof(record)) : NULL;
+    snapshot snap;
+    if (take_snapshot(&snap)) return undo(path, created, 0, NULL), fail(error, error_size, "out of memory");
+    size_t count = snap.ring_count;
+    record *records = snap.most_records ? malloc(snap.most_records * sizeof(record)) : NULL;
     unsigned char *made = count ? calloc(count, 1) : NULL;
-    if (count && (!records || !made)) {
+    if ((snap.most_records && !records) || (count && !made)) {
         free(records);
         free(made);
+        free_snapshot(&snap);
         undo(path, created, 0, NULL);
         return fail(error, error_size, "out of memory");
     }
-    int32_t pid = (int32_t)getpid();
-    buffer data = {0};
-    for (size_t i = 0; i < count && status == 0; i++) {
-        int32_t tid;
-        size_t taken = copy_ring(rings[i], &map, records, &tid);
-        if (!taken) continue;
-        data.length = 0;
-        put32(&data, 0xC1FC1FC1);
-        put(&data, uuid, 16);
-        put32(&data, 0);
-        put64(&data, i);
-        put64(&data, records[0].ts);
-        put64(&data, records[taken - 1].ts);
-        size_t sizes_at = data.length;
-        put64(&data, 0); /* content size, set below */
-        put64(&data, 0); /* packet size */
-        put64(&data, 0);
-        put64(&data, 0);
-        put32(&data, (uint32_t)i);
-        for (size_t k = 0; k < taken; k++) {
-            put32(&data, records[k].event);
-            put64(&data, records[k].ts);
-            put32(&data, (uint32_t)pid);
-            put32(&data, (uint32_t)tid);
-            put_payload(&data, &records[k]);
-        }
-        if (data.failed) { status = fail(error, error_size, "out of memory"); break; }
-        uint64_t bits = (uint64_t)data.length * 8;
-        memcpy(data.bytes + sizes_at, &bits, 8);
-        memcpy(data.bytes + sizes_at + 8, &bits, 8);
-        char name[64];
-        snprintf(name, sizeof name, "katana_%zu", i);
-        status = write_file(path, name, data.bytes, data.length, error, error_size);
-        if (status == 0) *written += taken, made[i] = 1;
-    }
-    free(data.bytes);
+    stream_state streams = {.path = path, .uuid = uuid, .pid = (int32_t)getpid(), .made = made, .written = written,
+                            .error = error, .error_size = error_size};
+    status = copy_rings(&snap, &map, records, write_stream, &streams);
+    free(streams.data.bytes);
     free(records);
+    free_snapshot(&snap);
     /* A dump is whole or absent: a failed one (a full disk, say) leaves no partial trace for a tool to misread. */
     if (status) undo(path, created, made ? count : 0, made);
     free(made);

@@ -45,6 +45,10 @@ struct Micro: AsyncParsableCommand {
         /// dispatches `--queued` updaters, which find the lane held and queue; the holder applies them when its own
         /// updater returns. Against the same round with nothing queued; only when asked for.
         case queued
+        /// The flight recorder's window: `--threads` threads, each dispatching `--rate` updaters a second into a store
+        /// of its own, until the recorder has recorded more than it keeps; then how far back each thread's kept events
+        /// reach (flight-recorder backend; only when asked for).
+        case window
     }
 
     @Option(name: .long, parsing: .unconditional, help: "Dispatches per run (side effects: a tenth of this).")
@@ -96,6 +100,12 @@ struct Micro: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: "Updaters queued behind the parked holder per round (--only queued; 0: the round alone).")
     var queued: Int = 64
 
+    @Option(name: .long, parsing: .unconditional, help: "Updaters a second each thread dispatches (--only window).")
+    var rate: Int = 100_000
+
+    @Option(name: .long, parsing: .unconditional, help: "Threads dispatching at --rate (--only window).")
+    var threads: Int = 1
+
     @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the limits).")
     var payload: Int = 0
 
@@ -111,6 +121,11 @@ struct Micro: AsyncParsableCommand {
         try checkRange(payload, 0...(1 << 30), "--payload", unit: "bytes")
         try checkRange(runs, 1...1_000, "--runs")
         try checkRange(queued, 0...Micro.queuedLimit, "--queued")
+        try checkRange(rate, 1_000...10_000_000, "--rate", unit: "updaters a second")
+        try checkRange(threads, 1...64, "--threads")
+        if only.contains(.window), backend != .flightRecorder {
+            throw ValidationError("--only window measures the flight recorder's window: give --backend flight-recorder")
+        }
         // Fail before measuring, not after, when the output cannot be written.
         if let json { try checkWritable(file: json) }
     }
@@ -275,6 +290,9 @@ struct Micro: AsyncParsableCommand {
             case .queued:
                 guard only.contains(.queued) else { continue }
                 queuedCost(backend: backend, into: &figures)
+            case .window:
+                guard only.contains(.window) else { continue }
+                flightWindow(into: &figures)
             case .dumps:
                 guard self.backend.recordsInProcess else {
                     if only.contains(.dumps) { throw ValidationError("--only dumps measures the flight recorder's dumps: give --backend flight-recorder") }
@@ -848,6 +866,54 @@ struct Micro: AsyncParsableCommand {
         let elapsed = nowNanoseconds() - start
         precondition(store.state.counter == rounds * queueing, "lost updates: \(store.state.counter) of \(rounds * queueing)")
         return Double(elapsed) / Double(rounds)
+    }
+
+    /// `--only window`: `threads` threads each dispatch `rate` updaters a second (paced: every 200 µs a thread
+    /// dispatches what is due) into a store of its own until the recorder has recorded a quarter more than it keeps,
+    /// so every kept event is one of the steady state's; then the span of each thread's kept events — its window —
+    /// from the events a dump would write. Reports the shortest thread's (`window_s`).
+    private func flightWindow(into figures: inout [String: Double]) {
+        let recorder = FlightRecorder.shared
+        let target = recorder.counts.recorded + UInt64(recorder.capacity) * 5 / 4
+        let stop = Atomic<Bool>(false)
+        let finished = DispatchSemaphore(value: 0)
+        let rate = Double(self.rate)
+        for _ in 0..<threads {
+            let store = makeStore(backend: recorder)
+            Thread {
+                let start = nowNanoseconds()
+                var done = 0
+                while !stop.load(ordering: .relaxed) {
+                    let due = Int(Double(nowNanoseconds() - start) * rate / 1e9)
+                    while done < due { store.dispatch(Increment()); done += 1 }
+                    usleep(200)
+                }
+                finished.signal()
+            }.start()
+        }
+        let start = nowNanoseconds()
+        while recorder.counts.recorded < target { usleep(10_000) }
+        stop.store(true, ordering: .relaxed)
+        for _ in 0..<threads { finished.wait() }
+        let seconds = Double(nowNanoseconds() - start) / 1e9
+        var spans: [Int32: (first: UInt64, last: UInt64, count: Int)] = [:]
+        for event in recorder.recentEvents().events {
+            let span = spans[event.thread] ?? (event.timestamp, event.timestamp, 0)
+            spans[event.thread] = (min(span.first, event.timestamp), max(span.last, event.timestamp), span.count + 1)
+        }
+        // The dispatching threads are the busiest (the process's other threads record a store's readiness at most).
+        let busiest = spans.values.sorted { $0.count > $1.count }.prefix(threads)
+        let windows = busiest.map { Double($0.last - $0.first) / 1e9 }
+        let kept = busiest.map(\.count)
+        let window = windows.min() ?? 0
+        figures["window_s"] = window
+        figures["window_rate"] = rate
+        figures["window_threads"] = Double(threads)
+        figures["window_capacity_events"] = Double(recorder.capacity)
+        figures["window_events_kept"] = Double(kept.min() ?? 0)
+        print(String(format: "flight recorder window at %.0f updaters/s on %d thread(s): %.2f s (each thread's: %@; events kept: %@; capacity %d events; ran %.1f s)",
+                     rate, threads, window, windows.map { String(format: "%.2f s", $0) }.joined(separator: ", "),
+                     kept.map(String.init).joined(separator: ", "), recorder.capacity, seconds))
     }
 
     /// Aggregate ns per dispatch with `producers` threads (started together) dispatching `count` updaters in total

@@ -6,10 +6,12 @@ import KatanaTrace
 /// memory — no LTTng, no session daemon, no privileges — and writes them out on request as a CTF trace in LTTng's
 /// `katana:*` layout, which `katana-trace`, babeltrace2 and Trace Compass read.
 ///
-/// Each thread records into a ring buffer of its own, with no lock and no system call but the clock; a dump copies
-/// the rings while they keep recording (what a thread overwrites during the copy is left out).
+/// Each thread records into memory of its own, with no lock and no system call but the clock; the memory follows the
+/// busy threads (taken from one shared total as they record, the oldest records handed on first), so a dump holds the
+/// most recent stretch of time the total allows. A dump copies it while threads keep recording (what a thread
+/// overwrites during the copy is left out).
 public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBackend, Sendable {
-    /// The process's recorder (the rings are per process).
+    /// The process's recorder (its memory is the process's).
     public static let shared = FlightRecorder()
 
     private init() {}
@@ -17,13 +19,16 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
     /// The automatic dumps' settings and state (AutomaticDumps.swift).
     let dumps = AutomaticDumps()
 
-    /// Sets the memory the recorder may use: `totalBytes` in all, `bytesPerThread` per thread (threads past the
-    /// total record nothing, counted in ``counts``). Call it before the first event; later calls change nothing.
-    public static func configure(totalBytes: Int = 16 << 20, bytesPerThread: Int = 256 << 10) {
-        katana_fr_configure(max(0, totalBytes), max(0, bytesPerThread))
+    /// Sets the memory the recorder may use for all threads' records together (48 bytes each; every thread that
+    /// recorded keeps at least 12 KiB of it). Call it before the first event; later calls change nothing.
+    public static func configure(totalBytes: Int = 16 << 20) {
+        katana_fr_configure(max(0, totalBytes))
     }
 
-    /// Events recorded so far, and events lost because every ring was taken.
+    /// The most events the recorder keeps, all threads together: its window is this many of the most recent.
+    public var capacity: Int { Int(katana_fr_capacity()) }
+
+    /// Events recorded so far, and events lost for want of memory (every segment another thread's current one).
     public var counts: (recorded: UInt64, discarded: UInt64) {
         var recorded: UInt64 = 0, discarded: UInt64 = 0
         katana_fr_counts(&recorded, &discarded)

@@ -10,7 +10,7 @@ import Testing
 /// every dispatch of a dump whole (none in flight, none cut by a ring's wrap).
 @Suite(.serialized) struct FlightRecorderTests {
     init() {
-        FlightRecorder.configure(totalBytes: 64 << 20, bytesPerThread: 4 << 20)
+        FlightRecorder.configure(totalBytes: 64 << 20)
     }
 
     @Test func aDumpIsATraceTheToolkitReadsWithEveryDispatchWhole() async throws {
@@ -233,26 +233,36 @@ import Testing
         #expect(FlightRecorder.shared.counts.recorded > before)
     }
 
-    /// New threads keep recording once every ring has been taken: a thread that ended gives its ring up (its events
-    /// were dumpable until then), so a server whose thread pool comes and goes never goes quiet.
-    @Test func threadsBeyondTheRingCountRecordThroughEndedThreadsRings() async throws {
+    /// Threads that come and go keep recording, each under its own thread id: a thread that ended keeps its events
+    /// (dumpable) until they are the oldest, and past 1,024 threads a new one takes the bookkeeping of the thread that
+    /// ended first, so a server whose thread pool comes and goes never goes quiet. 1,100 threads, a batch of 100 at a
+    /// time.
+    @Test func threadsPastTheRingCountRecordThroughEndedThreadsRings() async throws {
         let store = TraceStore(interceptors: [], stateInitializer: { TraceState() },
                                configuration: .init(traceBackend: FlightRecorder.shared))
         let discardedBefore = FlightRecorder.shared.counts.discarded
-        // This suite's rings: 64 MiB in rings of 4 MiB, 16 in all. Forty threads, one after the other.
         var lastThread: Int32 = 0
-        for _ in 0..<40 {
-            let tid = await onThread {
-                for _ in 0..<10 { store.dispatch(Bump()) }
-                // /proc/thread-self is "PID/task/TID".
-                let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
-                return Int32(link.split(separator: "/").last ?? "") ?? 0
+        for _ in 0..<11 {
+            let tids = await withTaskGroup(of: Int32.self) { group in
+                for _ in 0..<100 {
+                    group.addTask {
+                        await onThread {
+                            for _ in 0..<10 { store.dispatch(Bump()) }
+                            // /proc/thread-self is "PID/task/TID".
+                            let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+                            return Int32(link.split(separator: "/").last ?? "") ?? 0
+                        }
+                    }
+                }
+                return await group.reduce(into: [Int32]()) { $0.append($1) }
             }
-            lastThread = tid
-            // The next thread starts once this one has gone (its ring given up at its exit).
+            lastThread = tids.last ?? 0
+            // The next batch starts once this one has gone (their rings given up at their exits).
             let deadline = ContinuousClock.now + .seconds(30)
-            while FileManager.default.fileExists(atPath: "/proc/self/task/\(tid)"), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(1))
+            for tid in tids {
+                while FileManager.default.fileExists(atPath: "/proc/self/task/\(tid)"), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(1))
+                }
             }
         }
         #expect(FlightRecorder.shared.counts.discarded == discardedBefore, "events were dropped for want of a ring")
@@ -263,6 +273,28 @@ import Testing
         try #require(dumped.status == 0, "\(dumped.err)")
         let last = dumped.out.split(separator: "\n").filter { $0.contains("\"vtid\": \(lastThread)}") }
         #expect(last.count >= 10, "the last thread's events: \(last.count)")
+    }
+
+    /// The memory follows the busy threads: with the default total (16 MiB), one thread dispatching 100,000 updaters
+    /// a second keeps far more than its last second's events, where a ring of its own (4,096 events) kept 40 ms of
+    /// them; four such threads share the total about evenly. A capacity claim, in events: the window in seconds is
+    /// `katana-bench micro --only window`'s (the Flight recorder article's table).
+    @Test(arguments: [(threads: 1, rate: 100_000), (threads: 4, rate: 25_000)])
+    func busyThreadsShareTheWholeTotal(threads: Int, rate: Int) async throws {
+        let json = FileManager.default.temporaryDirectory.appendingPathComponent("katana-window-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: json) }
+        let micro = try await runProcessSuspending(Paths.katanaBench, [
+            "micro", "--only", "window", "--backend", "flight-recorder", "--rate", "\(rate)", "--threads", "\(threads)",
+            "--json", json.path])
+        try #require(micro.status == 0, "\(micro.err)")
+        let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Double])
+        let capacity = try #require(figures["window_capacity_events"]), kept = try #require(figures["window_events_kept"])
+        #expect(capacity >= Double((16 << 20) / 48) * 0.99, "16 MiB of 48-byte events: \(figures)")
+        // Each busy thread keeps its share of the whole total, less what the process's other threads hold (a segment
+        // of 256 events each) and the segment each other busy thread is writing in.
+        #expect(kept >= capacity / Double(threads) * 0.9, "\(micro.out)")
+        #expect(threads > 1 || kept >= Double(rate), "a busy thread keeps at least its last second: \(micro.out)")
+        #expect(micro.out.contains("flight recorder window at \(rate) updaters/s on \(threads) thread(s)"), "\(micro.out)")
     }
 }
 
@@ -311,13 +343,14 @@ extension LTTngRecordingTests {
             let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Double])
             return (try #require(figures["rss_anon_kb"]), micro.out.contains("flight recorder: \(iterations + 1) events recorded, 0 discarded"))
         }
-        let small = try await held(200_000), large = try await held(2_000_000)
+        let small = try await held(500_000), large = try await held(2_000_000)
         #expect(small.recorded && large.recorded, "every dispatch recorded, none discarded")
         // What the process holds, without shared mappings (`rss_anon_kb`): its peak RSS also counted liblttng-ust's
         // buffers, mapped into it whenever another suite's LTTng session recorded during the longer run (+80 to +106
-        // MB, against +0.2 MB without a session). 16 MB: under 10 bytes per extra dispatch, where keeping each
-        // dispatch's events would take 1.8M × ~60 bytes (over 100 MB); the allocator's arenas vary with the run's
-        // length, by up to ~10 MB on a loaded machine.
+        // MB, against +0.2 MB without a session). Both runs record more than the default 16 MiB keep (500,000 events
+        // take 24 MB), so both hold all of it. 16 MB: under 10 bytes per extra dispatch, where keeping each
+        // dispatch's events would take 1.5M × ~60 bytes (90 MB); the allocator's arenas vary with the run's length, by
+        // up to ~10 MB on a loaded machine.
         #expect(large.rss - small.rss < 16 * 1024, "resident memory grew from \(small.rss) KB to \(large.rss) KB with 1.8M more recorded dispatches")
     }
 }

@@ -16,9 +16,13 @@ enum {
     KATANA_FR_LISTENERS_NOTIFIED, KATANA_FR_EVENT_COUNT
 };
 
-/* Sets the recorder up: `ring_bytes` per thread, at most `total_bytes` in all (threads past that record nothing,
-   counted as discarded). Later calls change nothing. */
-void katana_fr_configure(size_t total_bytes, size_t ring_bytes);
+/* Sets the recorder up: at most `total_bytes` for the records of all threads, handed to them in segments as they
+   record (a thread past the total, when every segment is another thread's current one, records nothing: counted as
+   discarded). Later calls change nothing. */
+void katana_fr_configure(size_t total_bytes);
+
+/* The most records the recorder keeps, all threads together. */
+uint64_t katana_fr_capacity(void);
 
 /* Records one event on the calling thread's ring. `name` must live as long as the process (interned names).
    Fields by event: enqueue (id, parent, kind, name, queue, b = queue depth); begin (id, parent, kind, name, queue,
@@ -26,7 +30,7 @@ void katana_fr_configure(size_t total_bytes, size_t ring_bytes);
    outcome, kind | queue << 8 = listeners handed its change; timestamp `at` = its end, 0: now); budget (id, kind, name, a = budget, parent = actual); interval and
    transition begin/end (id, parent, name, outcome); store ready (id = store, name = state type); listeners
    notified (id = store, a = changes, b = listeners). `at`: a `katana_duration_start` token, 0 for now.
-   A thread's ring outlives it (its events are still dumped) until every ring is taken and a new thread needs one. */
+   A thread's events outlive it (still dumped) until they are the oldest and their memory is taken for newer ones. */
 void katana_fr_record(uint8_t event, uint64_t at, uint64_t id, uint64_t parent, const char *_Nullable name, uint64_t a,
                       uint32_t b, uint8_t kind, uint8_t queue, uint8_t outcome);
 
