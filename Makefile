@@ -29,8 +29,9 @@ examples:
 	done
 
 ## The full test suite (including the real LTTng recording tests), but for the OTLP example's (`make test-otlp`).
+## Two processes at once, the serialized LTTng recording suite beside the rest (scripts/run-tests.sh says why).
 test: setup examples
-	$(SWIFT) test
+	SWIFT=$(SWIFT) bash scripts/run-tests.sh
 
 ## What CI's environment changes in the suite, after `make test` ran it as a user would (CI unset, no ../shared): the
 ## Trace Compass schema test (KATANA_TRACECOMPASS_XSD names CI's copy of the schema), 100 reader-agreement cases per
@@ -38,10 +39,10 @@ test: setup examples
 ## Without the schema folder (a user's clone has none) the schema test is skipped, saying so; the rest runs.
 test-ci: setup examples
 	@if [ -f "$${KATANA_TRACECOMPASS_XSD:-/nonexistent}/xmlDefinition.xsd" ]; then \
-		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|LTTngRecordingTests'; \
+		CI=true SWIFT=$(SWIFT) bash scripts/run-tests.sh -- --filter 'TraceToolkitTests|TraceReaderAgreementTests'; \
 	else \
 		echo "test-ci: KATANA_TRACECOMPASS_XSD names no folder with xmlDefinition.xsd (CI sets it to ../shared/tracecompass-xsd): the Trace Compass schema test is skipped"; \
-		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|LTTngRecordingTests' \
+		CI=true SWIFT=$(SWIFT) bash scripts/run-tests.sh -- --filter 'TraceToolkitTests|TraceReaderAgreementTests' \
 			--skip theTraceCompassAnalysisValidatesAgainstTheSchema; \
 	fi
 
@@ -92,7 +93,8 @@ test-inspector: setup
 ## child processes, the same code as in the plain suite, and 100 under TSan starved a CI run's other tests.
 ## KATANA_TSAN_SUITE: the largest recording test records a fifth of its dispatches (see it).
 test-tsan: setup
-	KATANA_TSAN_SUITE=1 KATANA_AGREEMENT_CASES=$${KATANA_AGREEMENT_CASES:-20} TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+	KATANA_TSAN_SUITE=1 KATANA_AGREEMENT_CASES=$${KATANA_AGREEMENT_CASES:-20} TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" \
+		SWIFT=$(SWIFT) bash scripts/run-tests.sh --sanitize=thread --scratch-path .build-tsan
 
 ## A build without the LTTng trait (no liblttng-ust): it must build, and the in-memory tracing must work.
 test-notrace:
