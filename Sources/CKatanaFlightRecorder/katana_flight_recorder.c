@@ -515,15 +515,23 @@ static size_t copy_ring(const snapshot *snap, segment_view *views, size_t count,
 }
 
 /* Calls `each(ring, records, taken, tid, context)` for every ring of the snapshot with records, in ring order; stops
-   at (and returns) a non-zero status. */
+   at (and returns) a non-zero status. `newest`: at most that many of each ring's most recent records (0: all), and
+   only the segments that hold them are copied. */
 typedef int (*ring_visitor)(size_t ring, const record *records, size_t taken, int32_t tid, void *context);
 
-static int copy_rings(snapshot *snap, const clock_map *map, record *out, ring_visitor each, void *context) {
+static int copy_rings(snapshot *snap, const clock_map *map, record *out, uint64_t newest, ring_visitor each,
+                      void *context) {
     for (size_t first = 0; first < snap->segment_count;) {
         size_t last = first;
         while (last < snap->segment_count && snap->segments[last].ring == snap->segments[first].ring) last++;
-        size_t index = snap->segments[first].ring;
-        size_t taken = copy_ring(snap, &snap->segments[first], last - first, map, out);
+        size_t index = snap->segments[first].ring, from = first;
+        /* The newest segment may be partly written: keep one more than `newest` needs when full. */
+        while (newest && (uint64_t)(last - from - 1) * SEGMENT_RECORDS >= newest + SEGMENT_RECORDS) from++;
+        size_t taken = copy_ring(snap, &snap->segments[from], last - from, map, out);
+        if (newest && taken > newest) {
+            memmove(out, out + (taken - newest), (size_t)newest * sizeof *out);
+            taken = (size_t)newest;
+        }
         if (taken) {
             int status = each(index, out, taken, snap->rings[index].tid, context);
             if (status) return status;
@@ -700,7 +708,7 @@ static int visit_ring(size_t ring, const record *records, size_t taken, int32_t 
     return 0;
 }
 
-int64_t katana_fr_visit(katana_fr_visitor visit, void *context, uint64_t *now_ns) {
+int64_t katana_fr_visit(katana_fr_visitor visit, void *context, uint64_t newest, uint64_t *now_ns) {
     clock_map map = dump_clock();
     *now_ns = map.ns;
     snapshot snap;
@@ -711,7 +719,7 @@ int64_t katana_fr_visit(katana_fr_visitor visit, void *context, uint64_t *now_ns
         return -1;
     }
     visit_state state = {visit, context, 0};
-    (void)copy_rings(&snap, &map, records, visit_ring, &state);
+    (void)copy_rings(&snap, &map, records, newest, visit_ring, &state);
     free(records);
     free_snapshot(&snap);
     return state.visited;
@@ -832,7 +840,7 @@ int katana_fr_dump(const char *path, uint64_t *written, char *error, size_t erro
     }
     stream_state streams = {.path = path, .uuid = uuid, .pid = (int32_t)getpid(), .made = made, .written = written,
                             .error = error, .error_size = error_size};
-    status = copy_rings(&snap, &map, records, write_stream, &streams);
+    status = copy_rings(&snap, &map, records, 0, write_stream, &streams);
     free(streams.data.bytes);
     free(records);
     free_snapshot(&snap);

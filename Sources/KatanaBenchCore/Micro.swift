@@ -64,7 +64,7 @@ struct Micro: AsyncParsableCommand {
         /// `KatanaTracing.backend`: LTTng when the provider is linked (the katana-bench executable), else no-op.
         case `default`
         case lttng, none
-        /// Katana's in-process flight recorder (`KatanaFlightRecorder`): per-thread rings, no LTTng.
+        /// Katana's in-process flight recorder (`KatanaFlightRecorder`): per-thread memory, no LTTng.
         case flightRecorder = "flight-recorder"
         /// Both at once, through `MultiplexTraceBackend`.
         case lttngAndFlightRecorder = "lttng+flight-recorder"
@@ -410,7 +410,7 @@ struct Micro: AsyncParsableCommand {
     }
 
     /// The longest fire-and-forget dispatch (and its p99.99) on this thread while another thread dumps the flight
-    /// recorder over and over (issue #41: bounded, measured). A dump copies the rings with no lock a dispatch takes.
+    /// recorder over and over (issue #41: bounded, measured). A dump copies the threads' memory without a lock (it lists the segments under the one a thread takes once per 256 events).
     private func dumpWait(into figures: inout [String: Double]) throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-dumps-\(getpid())")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -439,7 +439,7 @@ struct Micro: AsyncParsableCommand {
 
     /// The longest fire-and-forget dispatch (and its p99.99) on this thread while another thread makes the live
     /// page's snapshot over and over, uncached (issue #49: pages open never make dispatching threads wait). A snapshot
-    /// copies the flight recorder's rings as a dump does, with no lock a dispatch takes.
+    /// copies the flight recorder's memory as a dump does.
     private func inspectorWait(into figures: inout [String: Double]) throws {
         let inspector = Inspector(.init(refresh: .zero))
         let stalls = try dispatchStalls(store: makeStore(backend: FlightRecorder.shared)) {
@@ -530,7 +530,7 @@ struct Micro: AsyncParsableCommand {
     }
 
     /// What the flight recorder adds to a fire-and-forget dispatch, against an unrecorded store in the same run, its
-    /// floor (two clock reads and one record into a per-thread ring) and, while an LTTng session records, one raw
+    /// floor (two clock reads and one record into this thread's memory) and, while an LTTng session records, one raw
     /// LTTng-UST event — the two ratios issue #41 limits, which the lines it prints state.
     private func flightRecorderCost(into figures: inout [String: Double]) {
         var added: [Double] = [], unrecorded: [Double] = [], floors: [Double] = [], events: [Double] = []
@@ -548,7 +548,7 @@ struct Micro: AsyncParsableCommand {
         figures["flight_recorder_unrecorded_ns"] = median(unrecorded)
         figures["flight_recorder_floor_ns"] = floor
         figures["flight_recorder_floor_ratio"] = extra / floor
-        print(String(format: "  flight recorder: +%.1f ns over an unrecorded dispatch (%.1f ns, same run); %.2f× its floor (two clock reads and a record into a per-thread ring: %.1f ns); limit ≤ 1.5×",
+        print(String(format: "  flight recorder: +%.1f ns over an unrecorded dispatch (%.1f ns, same run); %.2f× its floor (two clock reads and a record into this thread's memory: %.1f ns); limit ≤ 1.5×",
                      extra, median(unrecorded), extra / floor, floor))
         if events.isEmpty {
             print("  (no LTTng session records katana:*: run under `katana-trace record` to compare with one raw LTTng event)")

@@ -89,8 +89,11 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
 
     /// The recorder's current window — what ``dump(to:)`` would write — in memory: each thread's recent events,
     /// oldest first (threads one after another), and the monotonic time of the copy. Recording goes on meanwhile;
-    /// dispatching threads do not wait for it (they are never locked out: the copy reads their rings).
-    public func recentEvents() -> (events: [Event], now: UInt64) {
+    /// dispatching threads do not wait for the copy (it reads their memory without a lock; it holds the recorder's
+    /// lock only to list the segments, which a thread takes once per 256 events to move to its next one).
+    /// - Parameter newestPerThread: at most this many of each thread's most recent events, at least one (nil: the
+    ///   whole window, which at the default total is up to 349,440 events).
+    public func recentEvents(newestPerThread: Int? = nil) -> (events: [Event], now: UInt64) {
         final class Visit {
             var events: [Event] = []
             var names: [UnsafePointer<CChar>: String] = [:]
@@ -117,13 +120,13 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
                     outcome: what == .end || what == .updaterInline || what == .intervalEnd || what == .transitionEnd ? DispatchOutcome(rawValue: raw.outcome) : nil,
                     thread: raw.tid,
                     listeners: what == .updaterInline ? UInt32(raw.kind) | UInt32(raw.queue) << 8 : nil))
-            }, Unmanaged.passUnretained(visit).toOpaque(), &now)
+            }, Unmanaged.passUnretained(visit).toOpaque(), newestPerThread.map { UInt64(max(1, $0)) } ?? 0, &now)
         }
         return (visit.events, now)
     }
 
     /// For benchmarks: nanoseconds per record of what a recorded inline updater cannot do without — its two clock
-    /// reads and one record stored into a per-thread ring (katana-bench micro's floor for this backend).
+    /// reads and one record stored into this thread's memory (katana-bench micro's floor for this backend).
     package static func floorNanoseconds(count: Int) -> Double {
         Double(katana_fr_floor(UInt64(max(1, count)))) / Double(max(1, count))
     }

@@ -123,6 +123,12 @@ public final class Inspector: @unchecked Sendable {
         }
     }
 
+    /// The events of each thread a snapshot reads: its most recent. The recorder's whole window (up to 349,440 events
+    /// at its default total, since its memory follows the busy threads) made a snapshot take over a second of CPU on
+    /// every refresh (`katana-bench micro --backend flight-recorder --only inspector`); a dump and the page's
+    /// trace.pftrace still take the whole window.
+    static let eventsPerThread = 4_096
+
     /// The snapshot's JSON: made at most once per refresh interval, whoever asks.
     func snapshotJSON() -> [UInt8] {
         lock.lock()
@@ -131,7 +137,7 @@ public final class Inspector: @unchecked Sendable {
         if let cached, now - cached.at < configuration.refresh { return cached.bytes }
         var snapshot: Snapshot
         if configuration.flightRecorder {
-            let (events, copied) = FlightRecorder.shared.recentEvents()
+            let (events, copied) = FlightRecorder.shared.recentEvents(newestPerThread: Self.eventsPerThread)
             snapshot = Snapshot.make(events: events, now: copied, counts: FlightRecorder.shared.counts, recorder: true,
                                      metrics: configuration.metrics, rows: configuration.rows, takenAt: Self.epochMilliseconds())
         } else {

@@ -275,6 +275,26 @@ import Testing
         #expect(last.count >= 10, "the last thread's events: \(last.count)")
     }
 
+    /// A reader that needs only the recent past (the live page) asks for each thread's newest events: it gets those,
+    /// the same as the whole window's last ones, and no more.
+    @Test func theNewestEventsOfEachThreadAreTheWindowsLast() async throws {
+        let store = TraceStore(interceptors: [], stateInitializer: { TraceState() },
+                               configuration: .init(traceBackend: FlightRecorder.shared))
+        // A thread of its own that ends: nothing more is recorded on it between the two copies.
+        let tid = await onThread {
+            for _ in 0..<1_000 { store.dispatch(Bump()) }
+            let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+            return Int32(link.split(separator: "/").last ?? "") ?? 0
+        }
+        let whole = FlightRecorder.shared.recentEvents().events.filter { $0.thread == tid }
+        let newest = FlightRecorder.shared.recentEvents(newestPerThread: 300).events
+        #expect(whole.count >= 1_000, "the thread's events")
+        #expect(Dictionary(grouping: newest, by: \.thread).values.allSatisfy { $0.count <= 300 })
+        let ours = newest.filter { $0.thread == tid }
+        // The same events (timestamps are converted per copy, with the tick rate measured up to it).
+        #expect(ours.map(\.id) == whole.suffix(300).map(\.id) && ours.map(\.what) == whole.suffix(300).map(\.what))
+    }
+
     /// The memory follows the busy threads: with the default total (16 MiB), one thread dispatching 100,000 updaters
     /// a second keeps far more than its last second's events, where a ring of its own (4,096 events) kept 40 ms of
     /// them; four such threads share the total about evenly. A capacity claim, in events: the window in seconds is

@@ -69,10 +69,11 @@ typedef struct {
 
 typedef void (*katana_fr_visitor)(const katana_fr_event *event, void *_Nullable context);
 
-/* The events a dump would write, handed to `visit` in memory instead: ring by ring, each ring's oldest first.
-   Recording goes on meanwhile (what a thread overwrites during the copy is left out). `now_ns`: CLOCK_MONOTONIC at
-   the copy. Returns the events visited, or -1 when the copy's memory could not be had. */
-int64_t katana_fr_visit(katana_fr_visitor visit, void *_Nullable context, uint64_t *now_ns);
+/* The events a dump would write, handed to `visit` in memory instead: ring by ring, each ring's oldest first — or only
+   each ring's `newest` most recent (0: all). Recording goes on meanwhile (what a thread overwrites during the copy is
+   left out). `now_ns`: CLOCK_MONOTONIC at the copy. Returns the events visited, or -1 when the copy's memory could not
+   be had. */
+int64_t katana_fr_visit(katana_fr_visitor visit, void *_Nullable context, uint64_t newest, uint64_t *now_ns);
 
 /* Makes `signal` ask for a dump: its handler writes the signal's number to a pipe, whose read end it returns (the
    same for every signal); -1 with one line in `error` on failure. `katana_fr_next_signal` blocks until the next such
