@@ -21,9 +21,19 @@ rest=("$@")
 $swift build --build-tests "${build[@]}" || exit 1
 
 log=$(mktemp /tmp/katana-recording-tests.XXXXXX)
-trap 'rm -f "$log"' EXIT
 $swift test --skip-build "${build[@]}" --filter LTTngRecordingTests >"$log" 2>&1 &
 recording=$!
+# Interrupted (Ctrl-C, a cancelled job): the recording suite in the background goes too — with the test binary
+# `swift test` started, which would otherwise keep recording (and keep the session daemon it owns) after we are gone.
+stop_recording() {
+    if kill -0 "$recording" 2>/dev/null; then
+        pkill -TERM -P "$recording" 2>/dev/null
+        kill -TERM "$recording" 2>/dev/null
+    fi
+    rm -f "$log"
+}
+trap stop_recording EXIT
+trap 'exit 130' INT TERM
 
 status=0
 if [ "${rest[*]:-}" != "--no-rest" ]; then
