@@ -35,14 +35,16 @@ test: setup examples
 
 ## What CI's environment changes in the suite, after `make test` ran it as a user would (CI unset, no ../shared): the
 ## Trace Compass schema test (KATANA_TRACECOMPASS_XSD names CI's copy of the schema), 100 reader-agreement cases per
-## trace instead of 40, and the recording suite's checks that CI owns the only session daemon. Reuses that build.
+## trace instead of 40, and the recording tests that check CI owns the only session daemon (CI_DAEMON_TESTS: the rest
+## of the recording suite behaves the same with CI set, and ran in `make test`). Reuses that build.
 ## Without the schema folder (a user's clone has none) the schema test is skipped, saying so; the rest runs.
+CI_DAEMON_TESTS := LTTngRecordingTests/(theApplicationCarriesOnWhenTheSessionDaemonDies|aCommandThatRegistersLateIsStillRecorded|traceStartsASessionDaemonWhenNoneRunsAndRecords|katanaTraceRecordStopsTheSessionDaemonItStarted)
 test-ci: setup examples
 	@if [ -f "$${KATANA_TRACECOMPASS_XSD:-/nonexistent}/xmlDefinition.xsd" ]; then \
-		CI=true SWIFT=$(SWIFT) bash scripts/run-tests.sh -- --filter 'TraceToolkitTests|TraceReaderAgreementTests'; \
+		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|$(CI_DAEMON_TESTS)'; \
 	else \
 		echo "test-ci: KATANA_TRACECOMPASS_XSD names no folder with xmlDefinition.xsd (CI sets it to ../shared/tracecompass-xsd): the Trace Compass schema test is skipped"; \
-		CI=true SWIFT=$(SWIFT) bash scripts/run-tests.sh -- --filter 'TraceToolkitTests|TraceReaderAgreementTests' \
+		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|$(CI_DAEMON_TESTS)' \
 			--skip theTraceCompassAnalysisValidatesAgainstTheSchema; \
 	fi
 
