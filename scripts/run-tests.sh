@@ -16,8 +16,9 @@ build=("$@")
 $swift build --build-tests "${build[@]}" || exit 1
 
 log=$(mktemp /tmp/katana-recording-tests.XXXXXX)
-# --ignore-lock: `swift test` holds the build folder's lock while its tests run, so the second process waited for the
-# first to finish and the two ran one after the other. Neither builds (--skip-build): nothing in the folder changes.
+# --ignore-lock, on both: `swift test` holds the build folder's lock while its tests run (even with --ignore-lock,
+# which only keeps it from waiting for another's), so whichever came second waited for the first to finish and the
+# two ran one after the other. Neither builds (--skip-build): nothing in the folder changes.
 $swift test --skip-build --ignore-lock "${build[@]}" --filter LTTngRecordingTests >"$log" 2>&1 &
 recording=$!
 # Interrupted (Ctrl-C, a cancelled job): the recording suite in the background goes too — with the test binary
@@ -33,7 +34,7 @@ trap stop_recording EXIT
 trap 'exit 130' INT TERM
 
 status=0
-$swift test --skip-build "${build[@]}" --skip LTTngRecordingTests || status=$?
+$swift test --skip-build --ignore-lock "${build[@]}" --skip LTTngRecordingTests || status=$?
 wait "$recording" || recording_status=$?
 echo "---- LTTngRecordingTests (run beside the rest) ----"
 cat "$log"
