@@ -13,6 +13,7 @@ duration. After each the service must still answer, its memory must stay bounded
 
 Exits 0 when every check holds, 1 listing what failed, 2 when it cannot run. Stops what it started."""
 import argparse
+import importlib
 import json
 import os
 import re
@@ -36,6 +37,10 @@ def load_websocket():
     except ImportError:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(DEPS), "websocket-client"],
                        check=True, stdout=subprocess.DEVNULL)
+        # The first import looked in DEPS before it existed, and Python remembers that it found nothing there: on a
+        # fresh machine the import after the install failed until the caches were dropped.
+        sys.path_importer_cache.pop(str(DEPS), None)
+        importlib.invalidate_caches()
         import websocket  # noqa: F401
     import websocket
     return websocket
