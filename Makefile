@@ -94,9 +94,11 @@ test-inspector: setup
 ## KATANA_AGREEMENT_CASES: 20 of the reader agreement test's seeded cases (100 in CI's `make test`): each is two reads by
 ## child processes, the same code as in the plain suite, and 100 under TSan starved a CI run's other tests.
 ## KATANA_TSAN_SUITE: the largest recording test records a fifth of its dispatches (see it).
+## One process (not scripts/run-tests.sh's two): two instrumented test processes on two cores starved the rest's
+## cooperative pool — CancellationDeadlockTests' first round waited over its watchdog's 120 s for its side effects to
+## start, in a CI rehearsal.
 test-tsan: setup
-	KATANA_TSAN_SUITE=1 KATANA_AGREEMENT_CASES=$${KATANA_AGREEMENT_CASES:-20} TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" \
-		SWIFT=$(SWIFT) bash scripts/run-tests.sh --sanitize=thread --scratch-path .build-tsan
+	KATANA_TSAN_SUITE=1 KATANA_AGREEMENT_CASES=$${KATANA_AGREEMENT_CASES:-20} TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
 ## A build without the LTTng trait (no liblttng-ust): it must build, and the in-memory tracing must work.
 test-notrace:
