@@ -911,6 +911,7 @@ struct Micro: AsyncParsableCommand {
         figures["window_threads"] = Double(threads)
         figures["window_capacity_events"] = Double(recorder.capacity)
         figures["window_events_kept"] = Double(kept.min() ?? 0)
+        figures["window_events_kept_total"] = Double(kept.reduce(0, +))
         print(String(format: "flight recorder window at %.0f updaters/s on %d thread(s): %.2f s (each thread's: %@; events kept: %@; capacity %d events; ran %.1f s)",
                      rate, threads, window, windows.map { String(format: "%.2f s", $0) }.joined(separator: ", "),
                      kept.map(String.init).joined(separator: ", "), recorder.capacity, seconds))

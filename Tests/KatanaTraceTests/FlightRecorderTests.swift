@@ -309,10 +309,14 @@ import Testing
         try #require(micro.status == 0, "\(micro.err)")
         let figures = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Double])
         let capacity = try #require(figures["window_capacity_events"]), kept = try #require(figures["window_events_kept"])
+        let total = try #require(figures["window_events_kept_total"])
         #expect(capacity >= Double((16 << 20) / 48) * 0.99, "16 MiB of 48-byte events: \(figures)")
-        // Each busy thread keeps its share of the whole total, less what the process's other threads hold (a segment
-        // of 256 events each) and the segment each other busy thread is writing in.
-        #expect(kept >= capacity / Double(threads) * 0.9, "\(micro.out)")
+        // The busy threads keep the whole total between them, less what the process's other threads hold (a segment
+        // of 256 events each) and the segments being written in. Each keeps a share in proportion to the events it
+        // recorded: about a quarter of four at the same rate, but a thread that falls behind the others (a loaded
+        // machine, ThreadSanitizer: one kept 71,257 where a quarter is 87,360) keeps less — so only a real share each.
+        #expect(total >= capacity * 0.9, "\(micro.out)")
+        #expect(kept >= capacity / Double(threads) * 0.25, "\(micro.out)")
         #expect(threads > 1 || kept >= Double(rate), "a busy thread keeps at least its last second: \(micro.out)")
         #expect(micro.out.contains("flight recorder window at \(rate) updaters/s on \(threads) thread(s)"), "\(micro.out)")
     }
