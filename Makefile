@@ -61,10 +61,12 @@ test-otlp: setup
 
 ## katana-trace for a host without Swift (a production box where the flight recorder dumped): the Swift runtime and
 ## Foundation linked in statically — one file that needs glibc and libstdc++ only, `dist/katana-trace`.
+## Built as the performance gate builds katana-bench (same flags, same folder), so the modules they share compile once
+## in CI.
 dist:
-	$(SWIFT) build -c release --product katana-trace --static-swift-stdlib --scratch-path .build-dist
+	$(SWIFT) build -c release --product katana-trace --static-swift-stdlib -Xswiftc -gnone --scratch-path .build-static
 	mkdir -p dist
-	cp .build-dist/release/katana-trace dist/katana-trace
+	cp .build-static/release/katana-trace dist/katana-trace
 	strip dist/katana-trace
 	dist/katana-trace --version
 
@@ -97,8 +99,18 @@ test-inspector: setup
 ## One process (not scripts/run-tests.sh's two): two instrumented test processes on two cores starved the rest's
 ## cooperative pool — CancellationDeadlockTests' first round waited over its watchdog's 120 s for its side effects to
 ## start, in a CI rehearsal.
+## SWIFT_BACKTRACE=enable=no and the timeout: a test process that crashes under TSan ends at once (its backtracer
+## could not suspend the instrumented threads), and one that hangs fails the step with a message instead of running
+## into CI's limit with nothing said (a CI run that was cut there).
+TSAN_TIMEOUT ?= 2400
 test-tsan: setup
-	KATANA_TSAN_SUITE=1 KATANA_AGREEMENT_CASES=$${KATANA_AGREEMENT_CASES:-20} TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+	@KATANA_TSAN_SUITE=1 KATANA_AGREEMENT_CASES=$${KATANA_AGREEMENT_CASES:-20} SWIFT_BACKTRACE=enable=no \
+		TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" \
+		timeout --kill-after=30 $(TSAN_TIMEOUT) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan; \
+	status=$$?; \
+	if [ $$status -eq 124 ] || [ $$status -eq 137 ]; then \
+		echo "test-tsan: the suite under ThreadSanitizer ran past $(TSAN_TIMEOUT) s and was stopped" >&2; fi; \
+	exit $$status
 
 ## A build without the LTTng trait (no liblttng-ust): it must build, and the in-memory tracing must work.
 test-notrace:
