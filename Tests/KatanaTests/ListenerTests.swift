@@ -170,6 +170,40 @@ import Testing
     }
 }
 
+extension ListenerTests {
+    /// A listener is lent the new state where it lies (no copy). What it was handed must stay what it was while it
+    /// runs: an updater it dispatches — which replaces the array the state holds, freeing the old one — is applied
+    /// after it returns, never under it. Both listener forms, as the lending differs between them.
+    @Test(arguments: [false, true])
+    func whatAListenerIsHandedStaysAsItWasWhileItDispatches(newStateOnly: Bool) async throws {
+        let store = Store<HistoryState, EmptySideEffectDependencyContainer>(
+            interceptors: [], stateInitializer: { HistoryState() })
+        let mismatches = Counter(), heard = Counter()
+        let listener: @Sendable (HistoryState) -> Void = { new in
+            heard.increment()
+            let before = new.items
+            if new.items.count < 50 { store.dispatch(ReplaceItems(count: new.items.count + 1)) }
+            // The dispatch above is queued behind this listener: `new` and its array are still the ones handed over.
+            if new.items != before || new.items != Array(0..<new.items.count) { mismatches.increment() }
+        }
+        if newStateOnly { store.addListener(newState: listener) } else { store.addListener { _, new in listener(new) } }
+        store.dispatch(ReplaceItems(count: 1))
+        #expect(await eventually { store.state.items.count == 50 })
+        #expect(await eventually { heard.value == 50 })
+        #expect(mismatches.value == 0)
+    }
+}
+
+private struct HistoryState: State {
+    var items: [Int] = []
+}
+
+/// Replaces the state's array with a new one (so the old one is released, not changed in place).
+private struct ReplaceItems: StateUpdater {
+    let count: Int
+    func updateState(_ state: inout HistoryState) { state.items = Array(0..<count) }
+}
+
 /// Counts its own release.
 private final class Tracked: Sendable {
     let released: Counter

@@ -122,15 +122,14 @@ extension StoreEngine {
         } else if listenersNeedOldState {
             let old = lockedState.value
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
-            let new = lockedState.value
             lockedState.unlock()
-            if failure == nil { listeners.tell(old, new) }
+            // The new state is lent where it lies: this thread holds the lane (see `tell(_:inPlace:)`).
+            if failure == nil { listeners.tell(old, inPlace: &lockedState.value) }
         } else {
             // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
-            let new = lockedState.value
             lockedState.unlock()
-            if failure == nil { listeners.tell(new: new) }
+            if failure == nil { listeners.tell(inPlace: &lockedState.value) }
         }
         listenersTold = failure == nil ? UInt32(truncatingIfNeeded: listeners.count) : 0
         return failure
