@@ -74,18 +74,12 @@ extension Array {
         tell(new, new)
     }
 
-    /// Tells every listener of a change to the state where it lies, lent to each, not copied. A copy retains what the
-    /// state holds by reference and releases it after: a pair of atomic operations per change for a state with an
-    /// array (the callgrind gate's `fire_and_forget` and `listeners_4`). `inout` is what lets the compiler lend it:
-    /// nothing else may touch the state for the call's length. The caller holds the updater lane, so nothing changes
-    /// the state until it gives the lane back (a listener's own dispatch is queued behind it), and other threads only
-    /// read it, under the state lock (guarded by `ListenerTests` and `aListenerMayDispatchAndReadTheStore`, under TSan).
-    @inlinable @inline(__always)
-    func tell<S: State>(_ old: S, inPlace new: inout S) where Element == ListenerBox<S> {
-        tell(old, new)
-    }
-
-    /// ``tell(_:inPlace:)`` for new-state listeners only.
+    /// Tells every new-state listener of a change to the state where it lies, lent to each, not copied. A copy
+    /// retains what the state holds by reference and releases it after: a pair of atomic operations per change for a
+    /// state with an array (callgrind, `katana-bench micro --only state-size`). `inout` is what lets the compiler
+    /// lend it: nothing else may touch the state for the call's length. The caller holds the updater lane, so nothing
+    /// changes the state until it gives the lane back (a listener's own dispatch is queued behind it), and other
+    /// threads only read it, under the state lock (`whatAListenerIsHandedStaysAsItWasWhileItDispatches`).
     @inlinable @inline(__always)
     func tell<S: State>(inPlace new: inout S) where Element == ListenerBox<S> {
         tell(new, new)

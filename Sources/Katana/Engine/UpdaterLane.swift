@@ -122,11 +122,14 @@ extension StoreEngine {
         } else if listenersNeedOldState {
             let old = lockedState.value
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
+            let new = lockedState.value
             lockedState.unlock()
-            // The new state is lent where it lies: this thread holds the lane (see `tell(_:inPlace:)`).
-            if failure == nil { listeners.tell(old, inPlace: &lockedState.value) }
+            if failure == nil { listeners.tell(old, new) }
         } else {
-            // New-state listeners only: the state changes in place (no copy kept to copy-on-write against).
+            // New-state listeners only: the state changes in place (no copy kept to copy-on-write against), and they
+            // are lent it where it lies (`tell(inPlace:)`). The (old, new) form above needs no such help: there the
+            // compiler already hands `new` over without a retain of its own (callgrind). One notifier for both that
+            // took `old` as an optional made the gate's `fire_and_forget` 443 instructions, from 296.
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
             lockedState.unlock()
             if failure == nil { listeners.tell(inPlace: &lockedState.value) }
