@@ -33,7 +33,7 @@ examples:
 test: setup examples
 	SWIFT=$(SWIFT) bash scripts/run-tests.sh
 
-## What CI's environment changes in the suite, after `make test` ran it as a user would (CI unset, no ../shared): the
+## What CI's environment changes in the suite, after `make test` ran it as a user would (CI unset, no schema folder): the
 ## Trace Compass schema test (KATANA_TRACECOMPASS_XSD names CI's copy of the schema), 100 reader-agreement cases per
 ## trace instead of 40, and the recording tests that check CI owns the only session daemon (CI_DAEMON_TESTS: the rest
 ## of the recording suite behaves the same with CI set, and ran in `make test`). Reuses that build.
@@ -43,7 +43,7 @@ test-ci: setup examples
 	@if [ -f "$${KATANA_TRACECOMPASS_XSD:-/nonexistent}/xmlDefinition.xsd" ]; then \
 		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|$(CI_DAEMON_TESTS)'; \
 	else \
-		echo "test-ci: KATANA_TRACECOMPASS_XSD names no folder with xmlDefinition.xsd (CI sets it to ../shared/tracecompass-xsd): the Trace Compass schema test is skipped"; \
+		echo "test-ci: KATANA_TRACECOMPASS_XSD names no folder with xmlDefinition.xsd (CI sets it to its copy of Trace Compass's schema; a clone has none): the Trace Compass schema test is skipped, the rest runs"; \
 		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|$(CI_DAEMON_TESTS)' \
 			--skip theTraceCompassAnalysisValidatesAgainstTheSchema; \
 	fi
