@@ -95,10 +95,9 @@ test-inspector: setup
 ## in the tests' process runner) - a TSan runtime hang, not a report; races are still all detected.
 ## KATANA_AGREEMENT_CASES: 20 of the reader agreement test's seeded cases (100 in CI's `make test`): each is two reads by
 ## child processes, the same code as in the plain suite, and 100 under TSan starved a CI run's other tests.
-## KATANA_TSAN_SUITE: the largest recording test records a fifth of its dispatches (see it).
-## One process (not scripts/run-tests.sh's two): two instrumented test processes on two cores starved the rest's
-## cooperative pool — CancellationDeadlockTests' first round waited over its watchdog's 120 s for its side effects to
-## start, in a CI rehearsal.
+## KATANA_TSAN_SUITE (the tests' `underThreadSanitizerSuite`): smaller fuzz and recording runs, four times wider watchdogs.
+## One process (not scripts/run-tests.sh's two): instrumented tests already keep a 2-core machine's cooperative pool busy
+## for minutes (a deadlock test's side effects once waited over 120 s to start, in one process; in two, more often).
 ## SWIFT_BACKTRACE=enable=no and the timeout: a test process that crashes under TSan ends at once (its backtracer
 ## could not suspend the instrumented threads), and one that hangs fails the step with a message instead of running
 ## into CI's limit with nothing said (a CI run that was cut there).

@@ -20,7 +20,7 @@ public final class Watchdog: Sendable {
     /// Starts watching. `what` names the scenario in the failure message.
     public init(_ what: String, stallSeconds: Double = 120) {
         name = what
-        let stallSeconds = ProcessInfo.processInfo.environment["KATANA_TSAN_SUITE"] == nil ? stallSeconds : stallSeconds * 4
+        let stallSeconds = underThreadSanitizerSuite ? stallSeconds * 4 : stallSeconds
         let thread = Thread { [self] in watch(stallSeconds: stallSeconds) }
         thread.name = "watchdog"
         thread.start()

@@ -190,7 +190,7 @@ struct LTTngRecordingTests {
         // ≥100k dispatches of mixed updaters and nested side effects, traced to LTTng and in memory at once. Under
         // `make test-tsan` (KATANA_TSAN_SUITE) a fifth of them: there the point is the races, and reading 100k
         // dispatches back through the instrumented toolkit took two minutes of the serialized recording suite.
-        let roundCount = ProcessInfo.processInfo.environment["KATANA_TSAN_SUITE"] == nil ? 500 : 100
+        let roundCount = underThreadSanitizerSuite ? 100 : 500
         let (directory, summary) = try await recordWorkload(["--backend", "both", "--rounds", "\(roundCount)", "--children", "4"])
         defer { try? FileManager.default.removeItem(at: directory) }
         #expect(summary.dispatches >= roundCount * 200)
@@ -322,7 +322,7 @@ struct LTTngRecordingTests {
         // The workload's own check (its counter) passing is the application carrying on. Under `make test-tsan`
         // (KATANA_TSAN_SUITE) a third of the rounds, still hundreds of times what the channel holds: the whole took
         // 200 s of the serialized recording suite there, the instrumented workload and readers being that much slower.
-        let rounds = ProcessInfo.processInfo.environment["KATANA_TSAN_SUITE"] == nil ? 300 : 100
+        let rounds = underThreadSanitizerSuite ? 100 : 300
         let (directory, _) = try await recordWorkload(["--backend", "lttng", "--rounds", "\(rounds)"],
                                                       recording: ["--subbuf-size", "4k", "--num-subbuf", "2"])
         defer { try? FileManager.default.removeItem(at: directory) }

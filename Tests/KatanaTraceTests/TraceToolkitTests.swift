@@ -215,7 +215,7 @@ struct TraceToolkitTests {
         // `make test-tsan` (KATANA_TSAN_SUITE). There the point is races, each round is an instrumented process, and
         // the 339 of them took 517 s beside the rest of the suite.
         let cuts = [1, 2, 3, 4, 5, 8, 24, 36, 37, 38, 40, 64, 100]
-        let randomRounds = ProcessInfo.processInfo.environment["KATANA_TSAN_SUITE"] == nil ? 300 : 60
+        let randomRounds = underThreadSanitizerSuite ? 60 : 300
         for round in 0..<(3 * cuts.count + randomRounds) {
             let trace = root.appendingPathComponent("t\(round)")
             try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
