@@ -23,11 +23,6 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
 
     @inlinable init(_ cell: HandleCell) { storage = .pending(cell) }
     @inlinable init(resolved: Result<Value, any Error>) { storage = .resolved(resolved) }
-    /// The handle of an item the dispatching thread ran to its end: `success`, or what it threw (an updater's own
-    /// error as it threw it). Every inline path makes its handle here.
-    @inlinable init<Failure: Error>(ranInline failure: Failure?, success: Value) {
-        storage = .resolved(failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
-    }
 
     @inlinable static func rejected(_ error: any Error) -> DispatchHandle { DispatchHandle(resolved: .failure(error)) }
 

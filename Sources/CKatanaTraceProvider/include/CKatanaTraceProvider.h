@@ -1,8 +1,11 @@
 #ifndef CKATANA_TRACE_PROVIDER_H
 #define CKATANA_TRACE_PROVIDER_H
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* The seam between Katana's core and a native tracing provider linked into the same process.
  *
@@ -87,20 +90,13 @@ static inline uint64_t katana_duration_ns(uint64_t token) {
     return katana_duration_ns_slow(token);
 }
 
-/* The calling thread's identity for the store's "does this thread hold it?" checks: its thread pointer, unique
- * among live threads and fixed for a thread's life, read from a register where pthread_self() is a call into libc
- * (one or more per dispatch). Not pthread_self()'s value on every platform: compare it only with itself. */
-#if defined(__has_builtin) && (defined(__x86_64__) || defined(__aarch64__))
-#if __has_builtin(__builtin_thread_pointer)
-#define KATANA_THREAD_POINTER 1
-#endif
-#endif
-static inline uintptr_t katana_thread_id(void) {
-#ifdef KATANA_THREAD_POINTER
-    return (uintptr_t)__builtin_thread_pointer();
-#else
-    return (uintptr_t)pthread_self();
-#endif
+/* The futex calls behind the store's state lock (`LockedState`, whose word Swift's atomics change): only a lock that
+ * another thread holds sleeps here. `syscall` is variadic, which Swift cannot call. */
+static inline void katana_futex_wait(void *word, uint32_t expected) {
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, (void *)0, (void *)0, 0);
+}
+static inline void katana_futex_wake_one(void *word) {
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, (void *)0, (void *)0, 0);
 }
 
 /* A spin-wait hint: lets the core the waiter shares run, and keeps its polling off the line it watches. */

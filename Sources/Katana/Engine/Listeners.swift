@@ -1,6 +1,6 @@
 import Synchronization
 
-// Listeners: changing the list (`PartialStore.addListener` registers and unsubscribes), the boxes they live in, and telling them of a change. (When a change
+// Listeners: changing the list (`PartialStore.addListener` registers and unsubscribes), the boxes they live in, and the boxes they live in. (How they are told of a change, `tell`, and when a change
 // is delivered — now, for an updater applied inline, or after a batch — is `applyAndNotify`'s, `UpdaterLane.swift`,
 // and `deliverChanges`', `Applying.swift`.)
 extension StoreEngine {
@@ -49,39 +49,4 @@ final class ListenerBox<S: State>: Sendable {
 
     @usableFromInline
     func deactivate() { active.store(false, ordering: .releasing) }
-}
-
-extension Array {
-    /// Tells every listener in this list still subscribed of a change. Each box is called without being retained:
-    /// the list, which the caller holds for the whole loop, keeps them all alive (`for listener in listeners`
-    /// retained and released each one: two atomic operations per listener per change; the callgrind gate's
-    /// `listeners_4`).
-    @inlinable @inline(__always)
-    func tell<S: State>(_ old: S, _ new: S) where Element == ListenerBox<S> {
-        withUnsafeBufferPointer { boxes in
-            for index in boxes.indices {
-                Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef {
-                    if $0.active.load(ordering: .acquiring) { $0.listener(old, new) }
-                }
-            }
-        }
-    }
-
-    /// Tells every new-state listener in this list of a change (no listener needs the old state), as
-    /// ``tell(_:_:)`` does.
-    @inlinable @inline(__always)
-    func tell<S: State>(new: S) where Element == ListenerBox<S> {
-        tell(new, new)
-    }
-
-    /// Tells every new-state listener of a change to the state where it lies, lent to each, not copied. A copy
-    /// retains what the state holds by reference and releases it after: a pair of atomic operations per change for a
-    /// state with an array (callgrind, `katana-bench micro --only state-size`). `inout` is what lets the compiler
-    /// lend it: nothing else may touch the state for the call's length. The caller holds the updater lane, so nothing
-    /// changes the state until it gives the lane back (a listener's own dispatch is queued behind it), and other
-    /// threads only read it, under the state lock (`whatAListenerIsHandedStaysAsItWasWhileItDispatches`).
-    @inlinable @inline(__always)
-    func tell<S: State>(inPlace new: inout S) where Element == ListenerBox<S> {
-        tell(new, new)
-    }
 }

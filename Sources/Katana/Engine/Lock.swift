@@ -52,7 +52,7 @@ class Lock: @unchecked Sendable {
         } else {
             pthread_mutex_lock(mutex)
         }
-        holder.store(katana_thread_id(), ordering: .relaxed)
+        holder.store(pthread_self(), ordering: .relaxed)
     }
 
     /// An adaptive lock that another thread holds: try again between pauses, up to `spinLimit` times (glibc's
@@ -75,19 +75,19 @@ class Lock: @unchecked Sendable {
     /// Takes the lock if it is free; `false` if another thread (or this one) holds it.
     @inlinable final func tryLock() -> Bool {
         guard pthread_mutex_trylock(mutex) == 0 else { return false }
-        holder.store(katana_thread_id(), ordering: .relaxed)
+        holder.store(pthread_self(), ordering: .relaxed)
         return true
     }
 
     /// Whether this thread holds the lock.
-    @inlinable final var isHeldByThisThread: Bool { holder.load(ordering: .relaxed) == katana_thread_id() }
+    @inlinable final var isHeldByThisThread: Bool { holder.load(ordering: .relaxed) == pthread_self() }
 
     /// Debug builds: stops the program unless this thread holds the lock. For the `…Locked` functions, whose
     /// callers must hold it: the "guarded by" of a comment, checked. Release builds: nothing.
     @inlinable @inline(__always)
     final func assertHeldByThisThread(_ what: @autoclosure () -> String) {
         #if DEBUG
-        precondition(holder.load(ordering: .relaxed) == katana_thread_id(), "lock not held: \(what())")
+        precondition(holder.load(ordering: .relaxed) == pthread_self(), "lock not held: \(what())")
         #endif
     }
 
@@ -97,7 +97,7 @@ class Lock: @unchecked Sendable {
     @inlinable @inline(__always)
     final func assertNotHeldByThisThread(_ what: @autoclosure () -> String) {
         #if DEBUG
-        precondition(holder.load(ordering: .relaxed) != katana_thread_id(), "lock order: \(what())")
+        precondition(holder.load(ordering: .relaxed) != pthread_self(), "lock order: \(what())")
         #endif
     }
 
@@ -134,7 +134,7 @@ class Lock: @unchecked Sendable {
             deadline.tv_sec &+= Int(nanoseconds / 1_000_000_000) &+ Int(total / 1_000_000_000)
             deadline.tv_nsec = Int(total % 1_000_000_000)
             lock.holder.store(0, ordering: .relaxed)
-            defer { lock.holder.store(katana_thread_id(), ordering: .relaxed) }
+            defer { lock.holder.store(pthread_self(), ordering: .relaxed) }
             return pthread_cond_timedwait(cond, lock.mutex, &deadline) != ETIMEDOUT
         }
         @usableFromInline func broadcast() { pthread_cond_broadcast(cond) }
@@ -146,19 +146,6 @@ class Lock: @unchecked Sendable {
         defer { unlock() }
         return try body()
     }
-}
-
-/// A store's state with the lock that guards it, in one object (swift-nio's `NIOLockedValueBox` is the model):
-/// `value` is read and written only with the lock held — by the lane's holder around each change it applies, by
-/// readers of `PartialStore.state` — and the lock knows which thread holds it, so a read from inside an updater the
-/// store is applying on that thread gets the state as it is instead of deadlocking.
-@usableFromInline
-final class LockedState<S: State>: Lock, @unchecked Sendable {
-    /// The state. Guarded by this lock.
-    @usableFromInline @exclusivity(unchecked) var value = S()
-
-    /// Spins briefly before sleeping (see ``Lock/init(adaptive:)``): held for an updater's few dozen nanoseconds.
-    @usableFromInline init() { super.init(adaptive: true) }
 }
 
 /// 64 bytes never read: placed between a class's stored properties (laid out in declaration order), it keeps the

@@ -24,7 +24,7 @@ extension StoreEngine {
             chunk &*= 2
         }
         laneLock.lock()
-        let leftover = lane.endTurn(thread: katana_thread_id())
+        let leftover = lane.endTurn(thread: pthread_self())
         wakeProducersIfRoom()
         offerSpareCells()
         laneLock.unlock()
@@ -35,7 +35,7 @@ extension StoreEngine {
     @inlinable
     final func kick() {
         laneLock.lock()
-        let taken = lane.takeForQueue(thread: katana_thread_id())
+        let taken = lane.takeForQueue(thread: pthread_self())
         laneLock.unlock()
         if taken { drainQueue() }
     }
@@ -73,7 +73,7 @@ extension StoreEngine {
     /// pending, gives the lane up and returns nil. Called only by the lane holder.
     @inlinable
     final func drainBatch(route: DispatchRoute, limit: Int) -> Int? {
-        let thread = katana_thread_id()
+        let thread = pthread_self()
         laneLock.lock()
         guard lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer) else {
             offerSpareCells()  // the lane is given up: what this holder recycled goes to the producers

@@ -11,6 +11,8 @@ extension StoreEngine {
         lockedState.withLock { lockedState.value = initialState }
         intercepting = !configuration.interceptors.isEmpty || !interceptors.isEmpty
         sideEffects.intercepts = intercepting
+        inlinePlan = if intercepting || recordsDispatches || !listenersAreInline { .general }
+                     else if tracesNothing { .plain } else { .plainUntraced }
         // One context for the interceptors of both forms.
         let context = intercepting ? makeContext(scope: nil) : nil
         if let context, !configuration.interceptors.isEmpty {

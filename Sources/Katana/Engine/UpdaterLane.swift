@@ -1,17 +1,26 @@
 import Dispatch
 import CKatanaTraceProvider
+import Glibc
 import KatanaTrace
 import Synchronization
 
 // The updater lane: taking it, applying a dispatcher's own updater inline, queueing behind it, the flood policy's wait
 // and handing the lane back. The rules themselves are `LaneState`'s; this is where the store acts on them.
 extension StoreEngine {
-    /// Puts an updater in the lane, or applies it right here when the lane is idle. `typedLinks`: the caller knows
+    /// Applies an updater right here when the lane is idle, or puts it in the lane. `typedLinks`: the caller knows
     /// the updater's type statically (a typed `dispatch`), so the protocol-form interceptors get it in their typed
     /// form and the chain's end applies it specialised. `anyDispatch` passes false: an updater whose type is known
     /// only at run time goes through them erased. Generic over the updater's type, so a typed dispatch does not box
     /// it in an existential (destroying one reads its type's value witnesses); `anyDispatch` calls it with the
     /// existential opened.
+    ///
+    /// The common dispatch is all here: take the idle lane with one compare-and-swap on its word, apply the updater
+    /// and tell the listeners (`applyAndNotify`), give the lane back with another compare-and-swap, return a handle
+    /// already resolved. (The two compare-and-swaps are spelled out rather than called, as `LaneWord.tryTake` and
+    /// `releaseIfNothingQueued` spell them for the lane's other takers: the walk the Architecture article counts,
+    /// `make walk`.) Whether the store's dispatches may take this path was decided once, when it became ready
+    /// (``InlinePlan``); everything else — traced, intercepted, listeners on an executor, the lane busy or the
+    /// store not ready — is `applyOrQueue`'s.
     @inlinable
     final func enqueueUpdater<U: AnyStateUpdater, V: Sendable>(
         _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool,
@@ -20,17 +29,39 @@ extension StoreEngine {
         #if KATANA_INJECTED_REGRESSION
         InjectedRegression.perDispatch()
         #endif
-        let thread = katana_thread_id()
-        // The common case — the store ready, the lane idle, nothing queued — takes the lane with one compare-and-swap;
-        // a lane another thread holds is waited for briefly (`spinTake`); anything else arrives under `laneLock`.
-        // Taken before the trace identity is made, not after: between one dispatch's give-back and its thread's next
-        // take, a second producer waiting for the lane takes it, and the shorter that gap, the less often the lane
-        // changes cores. For the same reason the recording stays inside the hold: moved out, it widened the gap and
-        // two producers got slower. Guarded by `katana-bench micro --only two-producers` and `--backend metrics`'s
+        let thread = pthread_self()
+        // Taken before anything else, the trace identity included: between one dispatch's give-back and its thread's
+        // next take, a second producer waiting for the lane takes it, and the shorter that gap, the less often the
+        // lane changes cores. Guarded by `katana-bench micro --only two-producers` and `--backend metrics`'s
         // two-producer line (figures in #48's closing note).
-        let tookFast = laneWord.tryTake(thread: thread)
+        // (`1` is `LaneWord.busy`, spelled as a literal: see `LaneWord.init`.)
+        let tookLane = laneWord.bits.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged
+        if tookLane {
+            laneWord.owner.store(thread, ordering: .relaxed)
+            if inlinePlan == .plain || (inlinePlan == .plainUntraced && !tracingEnabled) {
+                // Applied with the updater as it came (no lane item: it would box it in an existential, copy it and
+                // destroy both — a large share of the callgrind gate's `fire_and_forget`).
+                let failure = applyAndNotify(updater)
+                if !laneWord.bits.compareExchange(expected: 1, desired: 0, ordering: .releasing).exchanged {
+                    releaseLane(thread: thread)  // updaters were queued meanwhile: apply them first
+                }
+                return DispatchHandle(ranInline: failure, success: success)
+            }
+        }
+        return applyOrQueue(updater, type: type, parentID: parentID, success: success,
+                            bypassInterceptors: bypassInterceptors, typedLinks: typedLinks, thread: thread,
+                            holdsLane: tookLane)
+    }
+
+    /// `enqueueUpdater`'s every other case: the lane taken but the dispatch traced, intercepted or its listeners on
+    /// an executor; or the lane busy (a brief wait for it, then the queue) or the store not ready (kept until it is).
+    @inlinable
+    final func applyOrQueue<U: AnyStateUpdater, V: Sendable>(
+        _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool, typedLinks: Bool,
+        thread: UInt, holdsLane: Bool
+    ) -> DispatchHandle<V> {
         let (id, name) = traceIdentity(of: type)
-        if !tookFast, !laneWord.spinTake(thread: thread, nanoseconds: Self.laneWaitNanoseconds) {
+        if !holdsLane, !laneWord.spinTake(thread: thread, nanoseconds: Self.laneWaitNanoseconds) {
             // A task never waits for room (see `dispatchingThreadMayWait`); asked before taking the lock.
             let mayWait = Self.dispatchingThreadMayWait
             laneLock.lock()
@@ -48,9 +79,6 @@ extension StoreEngine {
         // This thread holds the lane, and no lock.
         let direct = !intercepting && listenersAreInline
         if direct, id == 0 {
-            // Untraced, no interceptors. Apply, hand the change straight to the listeners, and give the lane back —
-            // with the updater as it came (no lane item: it would box it in an existential, copy it and destroy
-            // both: a large share of the callgrind gate's `fire_and_forget`).
             let failure = applyAndNotify(updater)
             releaseLane(thread: thread)
             return DispatchHandle(ranInline: failure, success: success)
@@ -170,100 +198,9 @@ extension StoreEngine {
         }
     }
 
-    /// Re-enqueues an item that already has a handle (kept until ready, or forwarded by an interceptor). It never
-    /// waits for room: it was dispatched already.
-    @inlinable
-    final func enqueueExisting(_ item: LaneItem, ignoringReadiness: Bool, alreadyTraced: Bool) {
-        let thread = katana_thread_id()
-        laneLock.lock()
-        let arrival = lane.arrive(thread: thread, ignoringReadiness: ignoringReadiness, canWait: false)
-        guard arrival == .applyInline else {
-            enter(item, arrival, traced: !alreadyTraced)
-            return
-        }
-        let listeners = listenersForBatch()
-        if item.id != 0, !alreadyTraced { traceEnqueue(item, route: .updaterInline, depth: 0) }
-        laneLock.unlock()
-        finish(item, process(item, route: .updaterInline, recordChanges: !listeners.isEmpty))
-        deliverChanges(to: listeners)
-        resolveFinished()
-        releaseLane(thread: thread)
-    }
-
-    /// Puts an item with a handle where `arrival` says (kept until ready, or queued in the lane) and traces where it went; for
-    /// `.enqueueAndHelp` this thread holds the lane and helps drain it. Caller holds `laneLock`; this releases it.
-    @inlinable
-    final func enter(_ item: LaneItem, _ arrival: LaneState.Arrival, traced: Bool = true) {
-        let traced = traced && item.id != 0
-        switch arrival {
-        case .keepUntilReady:
-            if traced { traceEnqueue(item, route: .keptUntilReady, depth: lane.earlyItems?.count ?? 0) }
-            lane.keepUntilReady(.updater(item))
-            laneLock.unlock()
-        case .enqueue, .waitForRoom:
-            if traced { traceEnqueue(item, route: .updaterQueue, depth: lane.pending.count) }
-            lane.enqueue(item)
-            laneLock.unlock()
-        case .enqueueAndHelp, .applyInline:
-            // The previous holder ran out of helping limit and left work behind (or the lane was given up while
-            // this thread waited for room): queue behind it and help.
-            if traced { traceEnqueue(item, route: .updaterInline, depth: lane.pending.count) }
-            lane.enqueue(item)
-            laneLock.unlock()
-            helpDrain()
-        }
-    }
-
-    /// How much of other producers' work a dispatching thread that holds the lane may apply before it hands
-    /// the rest to the store's queue: enough to avoid a thread hop per item under contention, small enough that
-    /// `dispatch` stays short.
-    @usableFromInline static var helpingItemLimit: Int { 256 }
-    @usableFromInline static var helpingTimeLimitNanoseconds: UInt64 { 20_000 }
-
-    /// How long a dispatch that finds the lane held by another thread waits for it before queueing its updater
-    /// (`LaneWord.spinTake`). Queueing at once fed itself under contention: while one producer held the lane and
-    /// combined, the others queued behind it — an item, a handle cell and a lock pair each, the cells crossing
-    /// cores — so every dispatch became a queued one. Waiting a few microseconds instead lets the holder run its
-    /// own dispatches inline meanwhile, as an unfair lock lets its holder run on.
-    @usableFromInline static var laneWaitNanoseconds: UInt64 { 2_000 }
-
-    /// Whether a dispatch on this thread may wait for room in a full lane (the flood policy): not inside a task. A
-    /// task's thread is one of Swift's cooperative pool, which runs every side effect and every other task of the
-    /// process (two threads on a 2-core machine): waiting there stalls them all. And the policy counts producers by
-    /// thread, so side effects that each await their updaters one at a time, taking turns on one pool thread, looked
-    /// like one producer with updaters queued — under a flood they blocked the pool's threads one after the other.
-    /// A task's updaters queue past the limit instead; back-pressure applies to threads. (Only asked on the slow path:
-    /// the lane busy after the brief wait for it.)
-    @inlinable
-    static var dispatchingThreadMayWait: Bool { withUnsafeCurrentTask { $0 == nil } }
-
-    /// How long a producer waits for room with no batch taken from the lane before the lane counts as stalled.
-    @usableFromInline static var backPressureStallNanoseconds: UInt64 { 100_000_000 }
-
-    /// The flood policy's wait (see `LaneState.mustWaitForRoom`): on `room`, with `laneLock` held, until the lane
-    /// says otherwise; returns the arrival the lane then gives (never `.waitForRoom`).
-    @usableFromInline
-    final func waitForRoom(thread: UInt) -> LaneState.Arrival {
-        while true {
-            let seen = lane.progress
-            lane.roomWaiters += 1
-            let woken = room.wait(nanoseconds: Self.backPressureStallNanoseconds)
-            lane.roomWaiters -= 1
-            lane.waitEnded(woken: woken, progressWhenWaitBegan: seen)
-            let arrival = lane.arrive(thread: thread)
-            if arrival != .waitForRoom { return arrival }
-        }
-    }
-
-    /// Wakes producers waiting for room when the lane says so. Caller holds `laneLock`.
-    @inlinable
-    final func wakeProducersIfRoom() {
-        if lane.shouldWakeProducers { room.broadcast() }
-    }
-
     /// Gives the lane up; items that arrived meanwhile are applied first (see `helpDrain`).
     @inlinable @inline(__always)
-    final func releaseLane(thread: UInt = katana_thread_id()) {
+    final func releaseLane(thread: UInt = pthread_self()) {
         // Nothing queued since the lane was taken (the common case): give it back without the lock.
         if laneWord.releaseIfNothingQueued() { return }
         laneLock.lock()
@@ -280,94 +217,144 @@ extension StoreEngine {
     }
 }
 
-/// Whether a thread holds the lane, whether updaters were queued in it since it was taken, and whether the store is
-/// not ready yet (what is dispatched then is kept until it is): one atomic byte, so that the common dispatch — the store ready, the
-/// lane idle with nothing queued — takes the lane with one compare-and-swap (``tryTake(thread:)``) and gives it back
-/// with another (``releaseIfNothingQueued()``), without `laneLock`. Everything else that changes it does so with
-/// `laneLock` held, by compare-and-swap where a lock-free taker could change it meanwhile: a producer that queues sets
-/// `queued`, so it either lands before the holder's give-back (which then fails, and the holder takes the lock and
-/// helps drain the lane) or sees the lane idle and takes it.
+/// How a store applies an updater whose dispatching thread finds the lane idle, chosen once, when the store becomes
+/// ready (its interceptors are bound then; its backend, recorder and listeners' executor were given at creation), so
+/// the common dispatch asks one byte instead of each of those (`enqueueUpdater`).
 @usableFromInline
-final class LaneWord: Sendable {
-    @usableFromInline static let busy: UInt8 = 1
-    @usableFromInline static let queued: UInt8 = 2
-    /// The store is not ready: what is dispatched is kept until it is (see ``LaneState/earlyItems``), so nothing takes the lane
-    /// lock-free. Cleared once, when the store becomes ready (``LaneState/takeEarlyItems()``).
-    @usableFromInline static let notReady: UInt8 = 4
-    @usableFromInline let bits = Atomic<UInt8>(LaneWord.notReady)
-    /// The thread that holds the lane (meaningful while `busy`): written by the taker, read by producers deciding
-    /// whether to wait for room, and by debug checks.
-    @usableFromInline let owner = Atomic<UInt>(0)
-    @usableFromInline init() {}
+enum InlinePlan: UInt8, Sendable {
+    /// Apply and tell the listeners, nothing else: no interceptors, listeners told on the dispatching thread, and a
+    /// backend that never traces (the no-op one, without a dispatch recorder).
+    case plain
+    /// As `plain` while no trace session listens; a traced dispatch takes the general path. (A backend that can
+    /// trace: LTTng's, the flight recorder's, the metrics'.)
+    case plainUntraced
+    /// Always the general path (`applyOrQueue`): interceptors, a dispatch recorder, or listeners on an executor.
+    case general
+}
 
-    /// Takes the lane if the store is ready and the lane idle with nothing queued: then the caller holds it, applies
-    /// its own updater and gives it back (``releaseIfNothingQueued()``, else under `laneLock`). `false`: take
-    /// `laneLock` and arrive (``LaneState/arrive(thread:ignoringReadiness:canWait:)``).
-    @inlinable @inline(__always)
-    func tryTake(thread: UInt) -> Bool {
-        guard bits.compareExchange(expected: 0, desired: LaneWord.busy, ordering: .acquiring).exchanged else {
-            return false
+/// A store's state with the lock that guards it, in one object (swift-nio's `NIOLockedValueBox` is the model):
+/// `value` is read and written only with the lock held — by the lane's holder around each change it applies, by
+/// readers of `PartialStore.state` — and the lock knows which thread holds it, so a read from inside an updater the
+/// store is applying on that thread gets the state as it is instead of deadlocking.
+///
+/// The lock is a futex word of its own rather than a ``Lock``: taken with one compare-and-swap and given back with one
+/// exchange, the kernel called only when another thread holds it — where `pthread_mutex_trylock` and `unlock` cost
+/// about 58 instructions between them on every dispatch (the callgrind gate's `fire_and_forget`). It is contended only
+/// between the lane's holder and readers of the state: the lane already makes the writers take turns. Swift's atomics
+/// change the word, so ThreadSanitizer sees every acquisition and release (`swift test --sanitize=thread`).
+@usableFromInline
+final class LockedState<S: State>: @unchecked Sendable {
+    /// The state. Guarded by this lock.
+    @usableFromInline @exclusivity(unchecked) var value = S()
+    /// 0: free; 1: held; 2: held, and a thread may be asleep waiting for it (the holder wakes one as it gives it
+    /// back). Alone in its cache line, as ``Lock``'s mutex is, at an address that never moves (the kernel waits on it).
+    @usableFromInline let word: UnsafeMutablePointer<Atomic<UInt32>>
+    /// The thread holding the lock (0: none), as ``Lock/holder``.
+    @usableFromInline let holder = Atomic<UInt>(0)
+
+    @usableFromInline init() {
+        word = UnsafeMutableRawPointer.allocate(byteCount: Lock.cacheLine, alignment: Lock.cacheLine)
+            .bindMemory(to: Atomic<UInt32>.self, capacity: 1)
+        word.initialize(to: Atomic(0))
+    }
+
+    deinit {
+        word.deinitialize(count: 1)
+        UnsafeMutableRawPointer(word).deallocate()
+    }
+
+    @inlinable final func lock() {
+        if !word.pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { lockContended() }
+        holder.store(pthread_self(), ordering: .relaxed)
+    }
+
+    /// Another thread holds the lock: try again between pauses, up to ``Lock/spinLimit`` times (it is held for an
+    /// updater's few dozen nanoseconds), then sleep on the word until the holder gives it back.
+    @usableFromInline @inline(never)
+    final func lockContended() {
+        for _ in 0..<Lock.spinLimit {
+            katana_cpu_relax()
+            if word.pointee.load(ordering: .relaxed) == 0,
+               word.pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged {
+                return
+            }
         }
-        owner.store(thread, ordering: .relaxed)
+        // Marked 2 from here on, so whoever gives it back wakes a sleeper (perhaps none is left: a wake too many).
+        while word.pointee.exchange(2, ordering: .acquiring) != 0 {
+            katana_futex_wait(UnsafeMutableRawPointer(word), 2)
+        }
+    }
+
+    @inlinable final func unlock() {
+        holder.store(0, ordering: .relaxed)
+        if word.pointee.exchange(0, ordering: .releasing) == 2 { katana_futex_wake_one(UnsafeMutableRawPointer(word)) }
+    }
+
+    /// Takes the lock if it is free; `false` if another thread (or this one) holds it.
+    @inlinable final func tryLock() -> Bool {
+        guard word.pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged else { return false }
+        holder.store(pthread_self(), ordering: .relaxed)
         return true
     }
 
-    /// `tryTake` for a lane another thread holds: watches the word for up to `nanoseconds` and takes the lane the
-    /// moment it is idle with nothing queued — also through a holder's helping turn, so the waiter goes right
-    /// after the work queued before it. `false`: queue instead (also at once for the holder itself, an updater or
-    /// listener dispatching, and before the store is ready).
-    ///
-    /// A back-off, not a lock: the dispatch never waits longer than this, and a holder that stays (a slow updater,
-    /// a long backlog) makes it queue as before. See `StoreEngine.laneWaitNanoseconds` for why and what it costs.
-    ///
-    /// The first ``looksWithoutPause`` looks come back to back, so a short hold is noticed at once. After them the
-    /// waiter pauses between looks (`katana_cpu_relax`), twice as long each time, up to ``maxPausesBetweenLooks``:
-    /// each look pulls the word's line to this core and the holder's next take pulls it back, so a waiter looking
-    /// back to back slowed the very holder it waited for — the one that keeps taking the lane between its own
-    /// dispatches while another producer waits (`katana-bench micro --only two-producers`, pausing against looking
-    /// back to back, interleaved).
-    /// Out of line: only a dispatch that found the lane busy calls it, and the common dispatch's code stays as it was.
-    @usableFromInline @inline(never)
-    func spinTake(thread: UInt, nanoseconds: UInt64) -> Bool {
-        if owner.load(ordering: .relaxed) == thread { return false }
-        var deadline: UInt64 = 0
-        var looks = 0
-        var pauses = 0  // 0 while looking back to back
-        while true {
-            let bits = bits.load(ordering: .relaxed)
-            if bits & LaneWord.notReady != 0 { return false }
-            if bits == 0, tryTake(thread: thread) { return true }
-            if pauses == 0 {
-                looks &+= 1
-                guard looks & 63 == 0 else { continue }
-                if looks == LaneWord.looksWithoutPause { pauses = 1 }
-            } else {
-                for _ in 0..<pauses { katana_cpu_relax() }
-                if pauses < LaneWord.maxPausesBetweenLooks { pauses &*= 2 }
-            }
-            // Every 64 looks back to back, then after every pause.
-            let now = DispatchTime.now().uptimeNanoseconds
-            if deadline == 0 {
-                deadline = now &+ nanoseconds
-            } else if now >= deadline {
-                return false
+    /// Whether this thread holds the lock.
+    @inlinable final var isHeldByThisThread: Bool { holder.load(ordering: .relaxed) == pthread_self() }
+
+    /// Debug builds: stops the program unless this thread holds the lock (as ``Lock/assertHeldByThisThread(_:)``).
+    @inlinable @inline(__always)
+    final func assertHeldByThisThread(_ what: @autoclosure () -> String) {
+        #if DEBUG
+        precondition(isHeldByThisThread, "lock not held: \(what())")
+        #endif
+    }
+
+    @inlinable
+    final func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
+
+extension Array {
+    /// Tells every listener in this list still subscribed of a change. Neither a box nor its closure is retained: the
+    /// list, which the caller holds for the whole loop, keeps them all alive. The boxes are read in place (`span`), and
+    /// each listener is called from its box lent to a closure (`_withUnsafeGuaranteedRef`): read from the list
+    /// directly, its closure was retained and released around every call; `for box in self`, the box too — two
+    /// atomic operations per listener per change either way (the callgrind gate's `listeners_4`).
+    @inlinable @inline(__always)
+    func tell<S: State>(_ old: S, _ new: S) where Element == ListenerBox<S> {
+        let boxes = span
+        for index in boxes.indices {
+            Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef {
+                if $0.active.load(ordering: .acquiring) { $0.listener(old, new) }
             }
         }
     }
 
-    /// Looks at a busy lane's word in `spinTake` before the waiter starts pausing between them (a multiple of 64).
-    @usableFromInline static let looksWithoutPause = 128
-
-    /// The most pauses between two looks at a busy lane's word in `spinTake`, so a wait that runs out overruns its
-    /// time by at most that many pauses. Fewer looked often enough to slow the holder (`katana-bench micro --only
-    /// two-producers`, interleaved sets of settings); more made waits that run out (a holder helping drain the lane, under
-    /// `run -s mixed`) longer.
-    @usableFromInline static let maxPausesBetweenLooks = 16
-
-    /// The holder's give-back without `laneLock`: succeeds when no updater was queued since the lane was taken (the
-    /// word is exactly `busy`); otherwise the caller takes the lock and calls ``LaneState/release(thread:)``.
+    /// Tells every new-state listener in this list of a change (no listener needs the old state), as
+    /// ``tell(_:_:)`` does.
     @inlinable @inline(__always)
-    func releaseIfNothingQueued() -> Bool {
-        bits.compareExchange(expected: LaneWord.busy, desired: 0, ordering: .releasing).exchanged
+    func tell<S: State>(new: S) where Element == ListenerBox<S> {
+        tell(new, new)
+    }
+
+    /// Tells every new-state listener of a change to the state where it lies, lent to each, not copied. A copy
+    /// retains what the state holds by reference and releases it after: a pair of atomic operations per change for a
+    /// state with an array (callgrind, `katana-bench micro --only state-size`). `inout` is what lets the compiler
+    /// lend it: nothing else may touch the state for the call's length. The caller holds the updater lane, so nothing
+    /// changes the state until it gives the lane back (a listener's own dispatch is queued behind it), and other
+    /// threads only read it, under the state lock (`whatAListenerIsHandedStaysAsItWasWhileItDispatches`).
+    @inlinable @inline(__always)
+    func tell<S: State>(inPlace new: inout S) where Element == ListenerBox<S> {
+        tell(new, new)
+    }
+}
+
+extension DispatchHandle {
+    /// The handle of an item the dispatching thread ran to its end: `success`, or what it threw (an updater's own
+    /// error as it threw it). Every inline path makes its handle here.
+    @inlinable init<Failure: Error>(ranInline failure: Failure?, success: Value) {
+        storage = .resolved(failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
     }
 }
