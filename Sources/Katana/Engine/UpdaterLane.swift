@@ -4,8 +4,9 @@ import Glibc
 import KatanaTrace
 import Synchronization
 
-// The updater lane: taking it, applying a dispatcher's own updater inline, queueing behind it, the flood policy's wait
-// and handing the lane back. The rules themselves are `LaneState`'s; this is where the store acts on them.
+// The common dispatch, whole — the idle lane taken, the updater applied and the listeners told on the dispatching
+// thread, the lane given back, the handle made — and the state with the lock that guards it; the entry to every other
+// case (`applyOrQueue`). Arriving at a busy lane is `LaneArrival.swift`'s; the lane's rules are `LaneState`'s.
 extension StoreEngine {
     /// Applies an updater right here when the lane is idle, or puts it in the lane. `typedLinks`: the caller knows
     /// the updater's type statically (a typed `dispatch`), so the protocol-form interceptors get it in their typed
@@ -60,6 +61,9 @@ extension StoreEngine {
         _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool, typedLinks: Bool,
         thread: UInt, holdsLane: Bool
     ) -> DispatchHandle<V> {
+        // The trace, when there is one, is recorded while this thread holds the lane, not after it gives it back: moved
+        // out, it widened the gap between two takes of one producer and two producers got slower (see
+        // `enqueueUpdater`).
         let (id, name) = traceIdentity(of: type)
         if !holdsLane, !laneWord.spinTake(thread: thread, nanoseconds: Self.laneWaitNanoseconds) {
             // A task never waits for room (see `dispatchingThreadMayWait`); asked before taking the lock.
