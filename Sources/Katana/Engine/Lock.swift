@@ -17,10 +17,9 @@ class Lock: @unchecked Sendable {
     /// Whether `lock()` spins before sleeping when another thread holds the lock (see `init(adaptive:)`).
     @usableFromInline let spins: Bool
 
-    /// The thread holding the lock (0: none). Written by the holder only, so a thread reads its own id here only
-    /// while it holds the lock, and a stale read is never its own id: ``isHeldByThisThread`` needs no ordering. What a
-    /// read of the store's state from inside an updater it is applying (`PartialStore.state`), and a listener added
-    /// there, ask instead of deadlocking; and the debug builds' checks of who holds what.
+    /// The thread holding the lock (0: none), for the debug builds' checks of who holds what. Written by the holder
+    /// only, so a thread reads its own id here only while it holds the lock, and a stale read is never its own id:
+    /// the checks need no ordering.
     @usableFromInline let holder = Atomic<UInt>(0)
 
     /// - Parameter adaptive: spin briefly before sleeping when the lock is taken, as glibc's
@@ -78,9 +77,6 @@ class Lock: @unchecked Sendable {
         holder.store(pthread_self(), ordering: .relaxed)
         return true
     }
-
-    /// Whether this thread holds the lock.
-    @inlinable final var isHeldByThisThread: Bool { holder.load(ordering: .relaxed) == pthread_self() }
 
     /// Debug builds: stops the program unless this thread holds the lock. For the `…Locked` functions, whose
     /// callers must hold it: the "guarded by" of a comment, checked. Release builds: nothing.

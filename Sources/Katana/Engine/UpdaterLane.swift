@@ -253,7 +253,10 @@ final class LockedState<S: State>: @unchecked Sendable {
     /// 0: free; 1: held; 2: held, and a thread may be asleep waiting for it (the holder wakes one as it gives it
     /// back). Alone in its cache line, as ``Lock``'s mutex is, at an address that never moves (the kernel waits on it).
     @usableFromInline let word: UnsafeMutablePointer<Atomic<UInt32>>
-    /// The thread holding the lock (0: none), as ``Lock/holder``.
+    /// The thread holding the lock (0: none). Written by the holder only, so a thread reads its own id here only while
+    /// it holds the lock, and a stale read is never its own id: ``isHeldByThisThread`` needs no ordering. What a read of
+    /// the store's state from inside an updater it is applying (`PartialStore.state`), and a listener added there, ask
+    /// instead of deadlocking; and the debug builds' checks.
     @usableFromInline let holder = Atomic<UInt>(0)
 
     @usableFromInline init() {
