@@ -1,8 +1,8 @@
 import Synchronization
 
-// Listeners: changing the list (`PartialStore.addListener` registers and unsubscribes), the boxes they live in, and the boxes they live in. (How they are told of a change, `tell`, and when a change
-// is delivered — now, for an updater applied inline, or after a batch — is `applyAndNotify`'s, `UpdaterLane.swift`,
-// and `deliverChanges`', `Applying.swift`.)
+// Listeners: changing the list (`PartialStore.addListener` registers and unsubscribes), and the boxes they live in.
+// Telling them of a change is `tell`'s (`UpdaterLane.swift`); when a change is delivered — now, for an updater applied
+// inline, or after a batch — is `applyAndNotify`'s (`UpdaterLane.swift`) and `deliverChanges`' (`Applying.swift`).
 extension StoreEngine {
     /// The listeners for the items the lane holder applies next through the batch path, with `keepOldStates` set
     /// for them (whether each change must keep the state before it). Caller holds `laneLock` and the lane.
