@@ -61,7 +61,10 @@ final class HandleCell: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var runningNext: Unmanaged<HandleCell>?
     @usableFromInline @exclusivity(unchecked) var runningPrevious: Unmanaged<HandleCell>?
 
-    @inlinable
+    /// Not inlinable: an inlinable initialiser calls a function per field's initial value (its declaration's), where
+    /// this one sets them in its own body — thirteen functions of the side-effect walk (`make walk`) for one call
+    /// more per new cell (a queued updater's cell is mostly reused; the callgrind gate's `side_effect_round_trip`).
+    @usableFromInline
     init(lock: Lock, acceptsVoid: Bool) {
         self.lock = lock
         self.acceptsVoid = acceptsVoid

@@ -15,7 +15,7 @@ extension StoreEngine {
         let thread = pthread_self()
         laneLock.lock()
         let arrival = lane.arrive(thread: thread, ignoringReadiness: ignoringReadiness, canWait: false)
-        guard arrival == .applyInline else {
+        guard case .applyInline = arrival else {
             enter(item, arrival, traced: !alreadyTraced)
             return
         }

@@ -61,14 +61,18 @@ final class SideEffectRegistry: @unchecked Sendable {
     func enter(_ cell: HandleCell) -> Int? {
         let entering = Unmanaged.passUnretained(cell)
         lock.lock()
-        defer { lock.unlock() }
-        if closed { return nil }
+        if closed {
+            lock.unlock()
+            return nil
+        }
         cell.runningNext = first
         first?._withUnsafeGuaranteedRef { $0.runningPrevious = entering }
         first = entering
         running &+= 1
-        inFlight.store(running, ordering: .relaxed)
-        return running
+        let count = running
+        inFlight.store(count, ordering: .relaxed)
+        lock.unlock()
+        return count
     }
 
     /// Counts a side effect out (once, after `enter` returned a count for it).

@@ -13,7 +13,9 @@ struct LaneItem {
     /// The producer slot it counts against in the lane (`LaneQueue.noSlot`: none).
     @usableFromInline var slot: UInt8 = LaneQueue.noSlot
 
-    @inlinable
+    /// Not inlinable, as `HandleCell.init` is not: inlinable, it called a function per field's initial value (the
+    /// queued walk, `make walk`).
+    @usableFromInline
     init(updater: any AnyStateUpdater, cell: HandleCell?, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {
         self.updater = updater
         self.cell = cell

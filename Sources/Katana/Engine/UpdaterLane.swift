@@ -70,8 +70,8 @@ extension StoreEngine {
             let mayWait = Self.dispatchingThreadMayWait
             laneLock.lock()
             var arrival = lane.arrive(thread: thread, canWait: mayWait)
-            if arrival == .waitForRoom { arrival = waitForRoom(thread: thread) }
-            guard arrival == .applyInline else {
+            if case .waitForRoom = arrival { arrival = waitForRoom(thread: thread) }
+            guard case .applyInline = arrival else {
                 let cell = queuedUpdaterCell(for: V.self)
                 var item = LaneItem(updater: updater, cell: cell, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
                 item.slot = LaneQueue.slot(of: thread)  // counts against this producer in the flood policy
@@ -210,7 +210,7 @@ extension StoreEngine {
         laneLock.lock()
         let release = lane.release(thread: thread)
         laneLock.unlock()
-        if release == .help { helpDrain() }
+        if case .help = release { helpDrain() }
     }
 
     @usableFromInline
@@ -311,7 +311,7 @@ final class LockedState<S: State>: @unchecked Sendable {
     @inlinable @inline(__always)
     final func assertHeldByThisThread(_ what: @autoclosure () -> String) {
         #if DEBUG
-        precondition(isHeldByThisThread, "lock not held: \(what())")
+        precondition(holder.load(ordering: .relaxed) == pthread_self(), "lock not held: \(what())")
         #endif
     }
 
