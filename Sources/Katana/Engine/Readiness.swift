@@ -11,7 +11,8 @@ extension StoreEngine {
         lockedState.withLock { lockedState.value = initialState }
         intercepting = !configuration.interceptors.isEmpty || !interceptors.isEmpty
         sideEffects.intercepts = intercepting
-        inlinePlan = if intercepting || recordsDispatches || !listenersAreInline { .general }
+        inlinePlan = if recordsDispatches || !listenersAreInline { .general }
+                     else if intercepting { .intercepted }
                      else if tracesNothing { .plain } else { .plainUntraced }
         // One context for the interceptors of both forms.
         let context = intercepting ? makeContext(scope: nil) : nil
