@@ -610,15 +610,8 @@ extension LTTngRecordingTests {
     /// while the workload runs — the path for tracing many hosts to one relay.
     @Test func liveStreamingThroughARelayOnLoopback() async throws {
         try LTTngEnvironment.ensureSessiond()
-        let base = Int.random(in: 20_000..<60_000)
-        let relay = Process()
-        relay.executableURL = URL(fileURLWithPath: "/usr/bin/lttng-relayd")
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("katana-relay-\(UUID().uuidString)")
-        relay.arguments = ["-C", "tcp://127.0.0.1:\(base)", "-D", "tcp://127.0.0.1:\(base + 1)", "-L", "tcp://127.0.0.1:\(base + 2)",
-                           "-o", output.path]
-        relay.standardOutput = FileHandle.nullDevice
-        relay.standardError = FileHandle.nullDevice
-        try relay.run()
+        let (relay, base) = try await Self.startRelay(output: output)
         defer {
             // lttng-relayd does not exit on SIGTERM while it has streams; it is ours, so SIGKILL it.
             kill(relay.processIdentifier, SIGKILL)
@@ -627,16 +620,16 @@ extension LTTngRecordingTests {
         }
         let name = "katana-live-\(getpid())-\(UInt64.random(in: 0..<UInt64.max))"
         defer { _ = try? run(["lttng", "destroy", name]) }
-        var created = false
-        for _ in 0..<50 where !created {
-            created = (try await runSuspending(["lttng", "create", name, "--live=200000", "--set-url=net://127.0.0.1:\(base):\(base + 1)"])).status == 0
-            if !created { try? await Task.sleep(nanoseconds: 100_000_000) }
+        // `lttng create` does not contact the relay; enabling the first channel does (it connects the consumer
+        // daemon to it), which is why the relay must listen before this point.
+        for command in [["create", name, "--live=200000", "--set-url=net://127.0.0.1:\(base):\(base + 1)"],
+                        ["enable-channel", "-u", "-s", name, "--subbuf-size=8M", "--num-subbuf=8", "katana"],
+                        ["enable-event", "-u", "-s", name, "-c", "katana", "katana:*"],
+                        ["add-context", "-u", "-s", name, "-c", "katana", "-t", "vpid", "-t", "vtid"],
+                        ["start", name]] {
+            let step = try await runSuspending(["lttng"] + command)
+            try #require(step.status == 0, "lttng \(command[0]): \(step.err)")
         }
-        try #require(created, "could not create a live session against the relay")
-        try #require(try await runSuspending(["lttng", "enable-channel", "-u", "-s", name, "--subbuf-size=8M", "--num-subbuf=8", "katana"]).status == 0)
-        try #require(try await runSuspending(["lttng", "enable-event", "-u", "-s", name, "-c", "katana", "katana:*"]).status == 0)
-        try #require(try await runSuspending(["lttng", "add-context", "-u", "-s", name, "-c", "katana", "-t", "vpid", "-t", "vtid"]).status == 0)
-        try #require(try await runSuspending(["lttng", "start", name]).status == 0)
 
         let hostname = try await runSuspending(["hostname"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
         let reader = Process()
@@ -675,6 +668,48 @@ extension LTTngRecordingTests {
         #expect(count("katana:dispatch_begin", in: live) + count("katana:updater_inline", in: live) == 4_001)
         #expect(count("katana:updater_inline", in: live) > 0, "no updater was recorded as one inline event")
         #expect(live.contains("KatanaBenchCore.Child"))
+    }
+}
+
+extension LTTngRecordingTests {
+    /// An lttng-relayd on three loopback ports from a random base, returned once it listens on all three: started
+    /// and used at once, its ports were not yet bound on a loaded CI machine, and the first `lttng enable-channel`
+    /// failed with "Unable to connect to lttng-relayd". A relay that exits (a port taken) is retried on another base.
+    static func startRelay(output: URL) async throws -> (relay: Process, base: Int) {
+        for _ in 0..<5 {
+            let base = Int.random(in: 20_000..<60_000)
+            let relay = Process()
+            relay.executableURL = URL(fileURLWithPath: "/usr/bin/lttng-relayd")
+            relay.arguments = ["-C", "tcp://127.0.0.1:\(base)", "-D", "tcp://127.0.0.1:\(base + 1)",
+                               "-L", "tcp://127.0.0.1:\(base + 2)", "-o", output.path]
+            relay.standardOutput = FileHandle.nullDevice
+            relay.standardError = FileHandle.nullDevice
+            try relay.run()
+            // A bound against a hang, not a timing claim.
+            let deadline = Date().addingTimeInterval(30)
+            while relay.isRunning, Date() < deadline {
+                if Set(base...(base + 2)).isSubset(of: listeningLoopbackPorts()) { return (relay, base) }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            if relay.isRunning { kill(relay.processIdentifier, SIGKILL) }
+            relay.waitUntilExit()
+        }
+        throw RecordingError("lttng-relayd did not listen on its loopback ports (five tries)")
+    }
+
+    /// The TCP ports listening on 127.0.0.1, from /proc/net/tcp (read, not connected to: a probe connection would
+    /// be one more client for the relay to handle).
+    static func listeningLoopbackPorts() -> Set<Int> {
+        guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return [] }
+        var ports: Set<Int> = []
+        for line in table.split(separator: "\n").dropFirst() {
+            // "sl local_address rem_address st …", addresses as hex "0100007F:PORT"; state 0A is LISTEN.
+            let fields = line.split(separator: " ")
+            guard fields.count > 3, fields[3] == "0A" else { continue }
+            let local = fields[1].split(separator: ":")
+            if local.count == 2, local[0] == "0100007F", let port = Int(local[1], radix: 16) { ports.insert(port) }
+        }
+        return ports
     }
 }
 
