@@ -6,7 +6,13 @@ import Testing
 /// `katana-trace`, the toolkit's SwiftPM-built CLI: its reports against the reference reader, and its answers to
 /// damaged traces and bad arguments.
 enum KatanaTrace {
-    static var executable: URL { builtExecutable(named: "katana-trace") }
+    /// The build's own, or the one `KATANA_TRACE_EXECUTABLE` names: `make test-tsan` names the plain build's. The
+    /// toolkit runs on one thread (it starts no task and no thread), so an instrumented copy had nothing to check and
+    /// read traces three times slower, the largest share of the ThreadSanitizer step (the toolkit and reader
+    /// agreement suites alone: 142 s, 50 s with the plain one). Its code is still instrumented where this process
+    /// calls the library.
+    static let executable: URL = ProcessInfo.processInfo.environment["KATANA_TRACE_EXECUTABLE"]
+        .map { URL(fileURLWithPath: $0) } ?? builtExecutable(named: "katana-trace")
 
     static func run(_ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
         try await runProcessSuspending(executable, arguments)
