@@ -125,7 +125,8 @@ perf-gate: setup
 	python3 scripts/perf-gate all
 
 ## Proves the gate fails on a slower dispatch: builds Katana with the InjectedRegression trait (one allocation and
-## ~150 instructions more per dispatch) and passes only if both deterministic gates report it.
+## ~150 instructions more per dispatch) and passes only if both deterministic gates report it. In the gate's own build
+## folders (only Katana and what uses it compile again; the next `make perf-gate` compiles them back).
 perf-gate-selftest: setup
 	python3 scripts/perf-gate callgrind --inject-regression
 	python3 scripts/perf-gate benchmarks --inject-regression
