@@ -685,12 +685,9 @@ extension LTTngRecordingTests {
             relay.standardOutput = FileHandle.nullDevice
             relay.standardError = FileHandle.nullDevice
             try relay.run()
-            // A bound against a hang, not a timing claim.
-            let deadline = Date().addingTimeInterval(30)
-            while relay.isRunning, Date() < deadline {
-                if Set(base...(base + 2)).isSubset(of: listeningLoopbackPorts()) { return (relay, base) }
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            let ports = Set(base...(base + 2))
+            _ = await eventually(seconds: 30) { !relay.isRunning || ports.isSubset(of: listeningLoopbackPorts()) }
+            if relay.isRunning, ports.isSubset(of: listeningLoopbackPorts()) { return (relay, base) }
             if relay.isRunning { kill(relay.processIdentifier, SIGKILL) }
             relay.waitUntilExit()
         }
@@ -700,7 +697,7 @@ extension LTTngRecordingTests {
     /// The TCP ports listening on 127.0.0.1, from /proc/net/tcp (read, not connected to: a probe connection would
     /// be one more client for the relay to handle).
     static func listeningLoopbackPorts() -> Set<Int> {
-        guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return [] }
+        guard let table = readProcFile("/proc/net/tcp") else { return [] }
         var ports: Set<Int> = []
         for line in table.split(separator: "\n").dropFirst() {
             // "sl local_address rem_address st …", addresses as hex "0100007F:PORT"; state 0A is LISTEN.
