@@ -19,13 +19,16 @@ bench: release
 ## the path dependency is stale.
 ## TracedHTTPService (swift-otel, SwiftNIO, async-http-client: minutes of build) is not among them: `make test-otlp`
 ## builds it and runs its test (CI runs both).
+## The two HTTP services (MetricsService, TracedHTTPService) share one scratch folder, .build/examples/services, so
+## SwiftNIO and the rest they both use compile once (ExampleBuilds.scratch in the tests says the same).
 EXAMPLES := HelloKatana OrderService
 EXAMPLES_BUILD := .build/examples
 examples:
 	@for example in $(EXAMPLES); do \
 		echo "building Examples/$$example"; \
-		$(SWIFT) build --package-path Examples/$$example --scratch-path $(EXAMPLES_BUILD)/$$example >/dev/null 2>&1 || \
-		{ rm -rf $(EXAMPLES_BUILD)/$$example && $(SWIFT) build --package-path Examples/$$example --scratch-path $(EXAMPLES_BUILD)/$$example; } || exit 1; \
+		case $$example in MetricsService|TracedHTTPService) scratch=$(EXAMPLES_BUILD)/services ;; *) scratch=$(EXAMPLES_BUILD)/$$example ;; esac; \
+		$(SWIFT) build --package-path Examples/$$example --scratch-path $$scratch >/dev/null 2>&1 || \
+		{ rm -rf $$scratch && $(SWIFT) build --package-path Examples/$$example --scratch-path $$scratch; } || exit 1; \
 	done
 
 ## The full test suite (including the real LTTng recording tests), but for the OTLP example's (`make test-otlp`).

@@ -13,7 +13,7 @@ python3 scripts/perf-table --check
 # builds without and Examples/MetricsService enables, so its graph comes from that example's build.
 # (scripts/symbol-graphs says why not `swift package dump-symbol-graph`.)
 swift build >/dev/null 2>&1 || swift build
-inspector_build=.build/examples/MetricsService
+inspector_build=.build/examples/services
 swift build --package-path Examples/MetricsService --scratch-path "$inspector_build" >/dev/null 2>&1 ||
   swift build --package-path Examples/MetricsService --scratch-path "$inspector_build"
 graphs=.build/symbolgraph

@@ -13,7 +13,7 @@
 # run; elsewhere the check is skipped with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=".build/examples/MetricsService"
+build=".build/examples/services"  # shared with TracedHTTPService (the Makefile's examples target)
 service="$build/debug/order-service-metrics"
 
 case "${1:-}" in

@@ -10,9 +10,13 @@ actor ExampleBuilds {
     static let shared = ExampleBuilds()
     private var built: [String: Task<URL, any Error>] = [:]
 
-    /// The scratch folder of `example`'s build (where `make examples` builds it).
+    /// The scratch folder of `example`'s build (where `make examples` builds it). The two HTTP services share one:
+    /// SwiftNIO and what else both use compile once (their builds are most of `make test-otlp`'s and `make
+    /// test-metrics`' time), and SwiftPM keeps a module built for one root package when the other's build needs it
+    /// unchanged.
     nonisolated static func scratch(_ example: String) -> URL {
-        Paths.packageRoot.appendingPathComponent(".build/examples/\(example)")
+        let folder = ["MetricsService", "TracedHTTPService"].contains(example) ? "services" : example
+        return Paths.packageRoot.appendingPathComponent(".build/examples/\(folder)")
     }
 
     /// Builds `Examples/example` (debug; every product, once: two builds in one scratch folder would collide) and
