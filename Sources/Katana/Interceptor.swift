@@ -114,7 +114,7 @@ enum InterceptionFrames {
 }
 
 /// An item passed along an interceptor chain as `U` when that is its very type (the existential opened, its type
-/// compared with `U`'s: no runtime cast). Opened twice, to compare and then to take the value, as `exactly` does
+/// compared with `U`'s: no runtime cast). Opened twice, to compare and then to take the value, as `typedContext` does
 /// for contexts: an opened function returning `U?` is unspecialised and went through `U`'s enum witnesses.
 @inlinable @inline(__always)
 func sameType<U: Dispatchable>(_ item: any Dispatchable, as _: U.Type) -> U? {

@@ -18,7 +18,6 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     /// `SideEffectContextLayoutTests.aContextIsTwoWordsWhateverTheDependencies` guards it.)
     @inlinable public var dependencies: D { environment.dependencies }
     @usableFromInline let environment: ContextEnvironment<S, D>
-    @inlinable var store: Store<S, D>? { environment.store }
     @usableFromInline var scope: HandleCell?
 
     @inlinable init(environment: ContextEnvironment<S, D>, scope: HandleCell?) {
@@ -35,40 +34,42 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     public var isCancelled: Bool { scope?.isCancelled ?? false }
 
     /// The state as of now: it reflects every updater whose handle has resolved.
-    @inlinable public func getState() -> S { store?.state ?? S() }
+    @inlinable public func getState() -> S { environment.store?.state ?? S() }
 
     /// Dispatches a state updater as a child of this side effect (cancelled with it); returns its handle.
     @inlinable @discardableResult
     public func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
-        guard let store else { return .rejected(KatanaError.storeReleased) }
+        guard let store = environment.store else { return .rejected(KatanaError.storeReleased) }
         if let scope, scope.isCancelled { return .rejected(CancellationError()) }
-        return store.engine.dispatchUpdater(updater, parentID: parentID)
+        return store.engine.enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false,
+                                          typedLinks: true)
     }
 
     /// Dispatches a throwing state updater as a child of this side effect (cancelled with it); returns its handle.
     @inlinable @discardableResult
     public func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
-        guard let store else { return .rejected(KatanaError.storeReleased) }
+        guard let store = environment.store else { return .rejected(KatanaError.storeReleased) }
         if let scope, scope.isCancelled { return .rejected(CancellationError()) }
-        return store.engine.dispatchUpdater(updater, parentID: parentID)
+        return store.engine.enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false,
+                                          typedLinks: true)
     }
 
     /// Dispatches a side effect as a child of this one (cancelled with it); returns its handle.
     @inlinable @discardableResult
     public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
-        guard let store else { return .rejected(KatanaError.storeReleased) }
-        return adopted(store.engine.dispatchSideEffect(sideEffect, parentID: parentID, as: Void.self))
+        guard let store = environment.store else { return .rejected(KatanaError.storeReleased) }
+        return adopted(store.engine.enqueueSideEffect(sideEffect, type: E.self, parentID: parentID, as: Void.self))
     }
 
     @inlinable @discardableResult
     public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
-        guard let store else { return .rejected(KatanaError.storeReleased) }
-        return adopted(store.engine.dispatchSideEffect(sideEffect, parentID: parentID, as: E.ReturnValue.self))
+        guard let store = environment.store else { return .rejected(KatanaError.storeReleased) }
+        return adopted(store.engine.enqueueSideEffect(sideEffect, type: E.self, parentID: parentID, as: E.ReturnValue.self))
     }
 
     @discardableResult
     public func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
-        guard let store else { return .rejected(KatanaError.storeReleased) }
+        guard let store = environment.store else { return .rejected(KatanaError.storeReleased) }
         if let scope, scope.isCancelled { return .rejected(CancellationError()) }
         return adopted(store.engine.anyDispatch(item, parentID: parentID))
     }
@@ -107,27 +108,20 @@ public protocol AnySideEffectContext: Sendable {
 /// `AnySideEffectContext.typed`, generic only over the target types: called on an existential, a protocol-extension
 /// method stays generic over the opened `Self` and is never specialised, so every side effect looked up
 /// `SideEffectContext<S, D>`'s metadata at run time (the callgrind gate's `side_effect_round_trip`); this one is
-/// specialised in the side effect's
-/// module, where that metadata is a static.
+/// specialised in the side effect's module, where that metadata is a static.
+///
+/// A context of the store's very types (every context a store hands out) is taken with a comparison of two metadata
+/// pointers, where `as?` from an existential goes through the runtime's general cast (`side_effect_round_trip`). The
+/// existential is opened twice, to compare and then to take the value: one opened function returning `T?` (it is
+/// unspecialised — the opened type is known at run time only) went through `T`'s enum witnesses, and `type(of:)`
+/// through the runtime's dynamic-type lookup.
 @inlinable
 func typedContext<S: State, D: SideEffectDependencyContainer>(
     _ context: any AnySideEffectContext, _: S.Type, _: D.Type
 ) throws -> SideEffectContext<S, D> {
-    if let typed = exactly(context, as: SideEffectContext<S, D>.self) { return typed }
+    if isExactly(context, SideEffectContext<S, D>.self) { return unchecked(context, as: SideEffectContext<S, D>.self) }
     if let typed = context as? SideEffectContext<S, D> { return typed }
     throw KatanaError.contextTypeMismatch(expected: "\(SideEffectContext<S, D>.self)", got: "\(type(of: context))")
-}
-
-/// `context` as a `T` when that is its very type: a comparison of two metadata pointers, where `as?` from an
-/// existential went through the runtime's general cast (the callgrind gate's `side_effect_round_trip`). The
-/// existential is
-/// opened twice, to compare and then to take the value: one opened function returning `T?` (it is unspecialised —
-/// the opened type is known at run time only) went through `T`'s enum witnesses, and `type(of:)` through the
-/// runtime's dynamic-type lookup.
-@inlinable @inline(__always)
-func exactly<T>(_ context: any AnySideEffectContext, as _: T.Type) -> T? {
-    guard isExactly(context, T.self) else { return nil }
-    return unchecked(context, as: T.self)
 }
 
 @inlinable
@@ -168,12 +162,17 @@ extension AnySideEffectContext {
 
 extension SideEffectContext: AnySideEffectContext {
     public var anyDependencies: (any SideEffectDependencyContainer)? { dependencies }
-    public func getAnyState() -> (any State)? { store?.state }
+    public func getAnyState() -> (any State)? { environment.store?.state }
 }
 
 /// A store keeps one context of its own types as a prototype and hands out copies with each side effect's scope:
 /// copying through the prototype's own witness table builds the existential without looking up
 /// `SideEffectContext<S, D>`'s metadata and conformance on every side effect (unspecialised generic code would).
+///
+/// The copy is made in a protocol extension, generic over the conforming type, and its scope set through a
+/// requirement: made in `SideEffectContext`'s own method, returning it as the existential looked up
+/// `SideEffectContext<S, D>`'s metadata from `S` and `D` on every side effect (the callgrind gate's
+/// `side_effect_round_trip`, +3 %); here the conformance hands that metadata over.
 @usableFromInline
 protocol ScopedSideEffectContext: AnySideEffectContext {
     mutating func setScope(_ scope: HandleCell?)

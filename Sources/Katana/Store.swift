@@ -72,13 +72,13 @@ public final class Store<S: State, D: SideEffectDependencyContainer>: PartialSto
     /// Dispatches a side effect. Returns at once; the handle resolves when its body returns, with what it threw.
     @inlinable @discardableResult
     public func dispatch<E: SideEffect>(_ sideEffect: E) -> DispatchHandle<Void> {
-        engine.dispatchSideEffect(sideEffect, parentID: 0, as: Void.self)
+        engine.enqueueSideEffect(sideEffect, type: E.self, parentID: 0, as: Void.self)
     }
 
     /// Dispatches a returning side effect; the handle carries its value.
     @inlinable @discardableResult
     public func dispatch<E: ReturningSideEffect>(_ sideEffect: E) -> DispatchHandle<E.ReturnValue> {
-        engine.dispatchSideEffect(sideEffect, parentID: 0, as: E.ReturnValue.self)
+        engine.enqueueSideEffect(sideEffect, type: E.self, parentID: 0, as: E.ReturnValue.self)
     }
 }
 

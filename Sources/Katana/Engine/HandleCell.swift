@@ -145,9 +145,13 @@ final class HandleCell: @unchecked Sendable {
 
     /// Takes a lane item to apply it: `true` if it was waiting, or was claimed already by the side effect an
     /// interceptor replaced with it; `false` if it was cancelled (then it must not be applied).
+    /// One compare-and-swap: what it found, when it did not claim the item, is the phase to judge by (a second look
+    /// could only see a later one).
     @inlinable
     func claimForLane() -> Bool {
-        claim() || phase.load(ordering: .acquiring) == Phase.running
+        let (claimed, found) = phase.compareExchange(expected: Phase.waiting, desired: Phase.running,
+                                                     ordering: .acquiringAndReleasing)
+        return claimed || found == Phase.running
     }
 
     /// Whether a running side effect was asked to stop (or a waiting item was cancelled).

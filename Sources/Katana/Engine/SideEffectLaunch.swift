@@ -6,9 +6,11 @@ import Synchronization
 // Dispatching a side effect: holding it before the store is ready, starting its task, and running its interceptors
 // on that task before the body.
 extension StoreEngine {
+    /// Every side effect's dispatch (``Store``'s, a context's, an erased one): its cell and trace identity, then its
+    /// task started at once — or, before the store is ready, kept until it is.
     @inlinable
     final func enqueueSideEffect<V: Sendable>(
-        _ sideEffect: any AnySideEffect, type: Any.Type, parentID: UInt64, as: V.Type, bypassInterceptors: Bool
+        _ sideEffect: any AnySideEffect, type: Any.Type, parentID: UInt64, as: V.Type, bypassInterceptors: Bool = false
     ) -> DispatchHandle<V> {
         let cell = makeCell(for: V.self)
         let (id, name) = traceIdentity(of: type)

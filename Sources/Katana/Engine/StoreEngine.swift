@@ -206,19 +206,4 @@ final class StoreEngine<S: State>: @unchecked Sendable {
             return .rejected(KatanaError.notDispatchable("\(type(of: item))"))
         }
     }
-
-    @inlinable
-    final func dispatchUpdater<U: StateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false, typedLinks: true)
-    }
-
-    @inlinable
-    final func dispatchUpdater<U: ThrowingStateUpdater>(_ updater: U, parentID: UInt64) -> DispatchHandle<Void> where U.StateType == S {
-        enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false, typedLinks: true)
-    }
-
-    @inlinable
-    final func dispatchSideEffect<E: AnySideEffect, V: Sendable>(_ sideEffect: E, parentID: UInt64, as: V.Type) -> DispatchHandle<V> {
-        enqueueSideEffect(sideEffect, type: E.self, parentID: parentID, as: V.self, bypassInterceptors: false)
-    }
 }
