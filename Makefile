@@ -38,17 +38,18 @@ test: setup examples
 
 ## What CI's environment changes in the suite, after `make test` ran it as a user would (CI unset, no schema folder): the
 ## Trace Compass schema test (KATANA_TRACECOMPASS_XSD names CI's copy of the schema), 100 reader-agreement cases per
-## trace instead of 40, and the recording tests that check CI owns the only session daemon (CI_DAEMON_TESTS: the rest
-## of the recording suite behaves the same with CI set, and ran in `make test`). Reuses that build.
+## trace instead of 40, and the recording tests that check CI owns the only session daemon (CI_DAEMON_TESTS). Only
+## those: the rest of the suite behaves the same with CI set (CI=true only keeps a test from skipping where a tool is
+## missing, and `make test` installed them all) and ran in `make test`. Reuses that build.
 ## Without the schema folder (a user's clone has none) the schema test is skipped, saying so; the rest runs.
 CI_DAEMON_TESTS := LTTngRecordingTests/(theApplicationCarriesOnWhenTheSessionDaemonDies|aCommandThatRegistersLateIsStillRecorded|traceStartsASessionDaemonWhenNoneRunsAndRecords|katanaTraceRecordStopsTheSessionDaemonItStarted)
+CI_SCHEMA_TEST := TraceToolkitTests/theTraceCompassAnalysisValidatesAgainstTheSchema
 test-ci: setup examples
 	@if [ -f "$${KATANA_TRACECOMPASS_XSD:-/nonexistent}/xmlDefinition.xsd" ]; then \
-		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|$(CI_DAEMON_TESTS)'; \
+		CI=true $(SWIFT) test --filter '$(CI_SCHEMA_TEST)|TraceReaderAgreementTests|$(CI_DAEMON_TESTS)'; \
 	else \
 		echo "test-ci: KATANA_TRACECOMPASS_XSD names no folder with xmlDefinition.xsd (CI sets it to its copy of Trace Compass's schema; a clone has none): the Trace Compass schema test is skipped, the rest runs"; \
-		CI=true $(SWIFT) test --filter 'TraceToolkitTests|TraceReaderAgreementTests|$(CI_DAEMON_TESTS)' \
-			--skip theTraceCompassAnalysisValidatesAgainstTheSchema; \
+		CI=true $(SWIFT) test --filter 'TraceReaderAgreementTests|$(CI_DAEMON_TESTS)'; \
 	fi
 
 ## The Architecture article's dispatch walk, held to what a dispatch enters: a debug katana-bench under callgrind
@@ -99,8 +100,10 @@ test-inspector: setup
 ## KATANA_AGREEMENT_CASES: 20 of the reader agreement test's seeded cases (100 in CI's `make test`): each is two reads by
 ## child processes, the same code as in the plain suite, and 100 under TSan starved a CI run's other tests.
 ## KATANA_TSAN_SUITE (the tests' `underThreadSanitizerSuite`): smaller fuzz and recording runs, four times wider watchdogs.
-## One process (not scripts/run-tests.sh's two): instrumented tests already keep a 2-core machine's cooperative pool busy
-## for minutes (a deadlock test's side effects once waited over 120 s to start, in one process; in two, more often).
+## Two processes, as `make test` runs them (scripts/run-tests.sh): the serialized recording suite beside the rest. In one
+## process its every await waited behind the instrumented tests filling both of the cooperative pool's threads: in a
+## CI rehearsal its first test ended after 327 s (of which 20 s its own) and the suite 187 s after everything else
+## (564 s in all); side by side the two took 411 s here, the rest the longer.
 ## KATANA_TRACE_EXECUTABLE: the katana-trace the tests run is the plain debug build's (built here; CI's `make test` already
 ## did): the toolkit starts no task and no thread, so instrumenting it checked nothing and tripled its reads' time.
 ## SWIFT_BACKTRACE=enable=no and the timeout: a test process that crashes under TSan ends at once (its backtracer
@@ -110,8 +113,8 @@ TSAN_TIMEOUT ?= 2400
 test-tsan: setup
 	$(SWIFT) build --product katana-trace
 	@KATANA_TRACE_EXECUTABLE=$(CURDIR)/.build/debug/katana-trace KATANA_TSAN_SUITE=1 KATANA_AGREEMENT_CASES=$${KATANA_AGREEMENT_CASES:-20} SWIFT_BACKTRACE=enable=no \
-		TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" \
-		timeout --kill-after=30 $(TSAN_TIMEOUT) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan; \
+		TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" SWIFT=$(SWIFT) \
+		timeout --kill-after=30 $(TSAN_TIMEOUT) bash scripts/run-tests.sh --sanitize=thread --scratch-path .build-tsan; \
 	status=$$?; \
 	if [ $$status -eq 124 ] || [ $$status -eq 137 ]; then \
 		echo "test-tsan: the suite under ThreadSanitizer ran past $(TSAN_TIMEOUT) s and was stopped" >&2; fi; \

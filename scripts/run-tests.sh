@@ -7,8 +7,8 @@
 # alone at the end of a 340 s run (`make test`'s per-test times). Side by side: 276 s, the rest taking 148 s and the
 # recording suite 269 s (slower for sharing the machine, and now the longer of the two).
 #
-# Usage: scripts/run-tests.sh [BUILD OPTIONS...]   (--scratch-path DIR: for the build and both; `make test` uses it,
-# `make test-tsan` does not: two instrumented processes on two cores starved each other)
+# Usage: scripts/run-tests.sh [BUILD OPTIONS...]   (for the build and both: `make test-tsan` passes --sanitize=thread
+# and its own --scratch-path; the Makefile says what the split saves there)
 # The recording suite's output follows the rest's; the status is non-zero if either failed.
 set -uo pipefail
 swift=${SWIFT:-swift}

@@ -165,7 +165,8 @@ enum Babeltrace2Reader {
                 }
             }
 
-            static let byKey: [[UInt8]: Field] = Dictionary(uniqueKeysWithValues: allCases.map { (Array($0.key.utf8), $0) })
+            /// Keyed by slices (equal and hashed by their bytes), so a line's key is looked up without a copy.
+            static let byKey: [ArraySlice<UInt8>: Field] = Dictionary(uniqueKeysWithValues: allCases.map { (Array($0.key.utf8)[...], $0) })
         }
 
         private enum Value {
@@ -215,7 +216,7 @@ enum Babeltrace2Reader {
             // Fields no property holds, by the `{ … }` group they are in: the payload is the last group.
             var others: [(group: Int, name: String, value: Value)] = []
             while let (key, value) = try scanner.field(trace: trace) {
-                if let field = Field.byKey[Array(key)] {
+                if let field = Field.byKey[key] {
                     if let value { values[field.rawValue] = value }
                 } else if payload, let value {
                     others.append((scanner.group, String(decoding: key, as: UTF8.self), value))
@@ -250,12 +251,20 @@ enum Babeltrace2Reader {
             }
             let name = text(.name), queue = text(.queue), outcome = text(.outcome)
             let kind = role == .updaterInline ? "state_updater" : text(.kind)
-            let carriesParent = [.enqueue, .begin, .updaterInline, .intervalBegin].contains(role)
+            let carriesParent = switch role {
+            case .enqueue, .begin, .updaterInline, .intervalBegin: true
+            default: false
+            }
+            let carriesQueue = switch role {
+            case .enqueue, .begin, .end: true
+            default: false
+            }
+            let carriesParallelism = role == .begin || role == .updaterInline
             var event = TraceEvent(
                 role: role, event: eventName, timestamp: seconds * 1_000_000_000 + nanoseconds,
                 id: number(idField) ?? 0, parentID: carriesParent ? number(.parentID) : nil, name: name, kind: kind,
-                queue: [.enqueue, .begin, .end].contains(role) ? queue : nil, outcome: outcome,
-                parallelism: [.begin, .updaterInline].contains(role) ? signed(.parallelism) : nil,
+                queue: carriesQueue ? queue : nil, outcome: outcome,
+                parallelism: carriesParallelism ? signed(.parallelism) : nil,
                 durationNanoseconds: number(.duration) ?? 0, budgetNanoseconds: number(.budget) ?? 0,
                 actualNanoseconds: number(.actual) ?? 0, vpid: signed(.vpid), vtid: signed(.vtid),
                 procname: text(.procname), nameID: id(name), queueID: id(queue), outcomeID: id(outcome), kindID: id(kind),
@@ -306,9 +315,16 @@ enum Babeltrace2Reader {
                 return word
             }
 
+            // The byte classes below are switches, not `[…].contains`: unoptimized (the tests' debug katana-trace),
+            // an array literal per byte was a quarter of reading a trace (`LTTngRecordingTests`'
+            // aRealRecordingHasEveryDispatchWhole, `TraceReaderAgreementTests`).
             mutating func skipSeparators() {
-                while let byte = peek, [UInt8(ascii: " "), UInt8(ascii: ","), UInt8(ascii: "{"), UInt8(ascii: "}")].contains(byte) {
-                    if byte == UInt8(ascii: "{") { group += 1 }
+                while let byte = peek {
+                    switch byte {
+                    case UInt8(ascii: "{"): group += 1
+                    case UInt8(ascii: " "), UInt8(ascii: ","), UInt8(ascii: "}"): break
+                    default: return
+                    }
                     at += 1
                 }
             }
@@ -352,8 +368,11 @@ enum Babeltrace2Reader {
             /// A decimal or `0x` number, signed or not; nil (and skipped) for anything else.
             mutating func number() -> Value? {
                 let start = at
-                while let byte = peek, ![UInt8(ascii: ","), UInt8(ascii: " "), UInt8(ascii: "}"), UInt8(ascii: ")")].contains(byte) {
-                    at += 1
+                scan: while let byte = peek {
+                    switch byte {
+                    case UInt8(ascii: ","), UInt8(ascii: " "), UInt8(ascii: "}"), UInt8(ascii: ")"): break scan
+                    default: at += 1
+                    }
                 }
                 let text = String(decoding: line[start..<at], as: UTF8.self)
                 if text.hasPrefix("-"), let value = Int64(text) { return .number(value, unsigned: UInt64(bitPattern: value), negative: true) }
