@@ -14,6 +14,7 @@ extension StoreEngine {
         inlinePlan = if recordsDispatches || !listenersAreInline { .general }
                      else if intercepting { .intercepted }
                      else if tracesNothing { .plain } else { .plainUntraced }
+        holderPlan = if !listenersAreInline { .batch } else if intercepting { .intercepted } else { .direct }
         // One context for the interceptors of both forms.
         let context = intercepting ? makeContext(scope: nil) : nil
         if let context, !configuration.interceptors.isEmpty {

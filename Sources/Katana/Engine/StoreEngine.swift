@@ -17,8 +17,9 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     // lock-free (`enqueueUpdater`, `LaneWord.tryTake`: an acquiring compare-and-swap); ownership passes between
     // threads through `laneLock`, or through `laneWord` when a holder gives an idle lane back without the lock (a
     // releasing compare-and-swap, seen by the next taker's acquiring one): either orders the accesses. `chain`,
-    // `links`, `intercepting` and `inlinePlan` are written once, in `becomeReady`, before the store is marked ready
-    // (the word's `notReady` bit cleared with a releasing store, under `laneLock`), and only read after that.
+    // `links`, `intercepting`, `inlinePlan` and `holderPlan` are written once, in `becomeReady`, before the store is
+    // marked ready (the word's `notReady` bit cleared with a releasing store, under `laneLock`), and only read after
+    // that.
 
     /// The identity the store reports in traces (`store_ready`, `listeners_notified`).
     @usableFromInline let storeID: UInt64
@@ -55,6 +56,8 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) final var intercepting = false  // written once before ready
     /// How an updater is applied when its dispatching thread finds the lane idle (``InlinePlan``).
     @usableFromInline @exclusivity(unchecked) final var inlinePlan = InlinePlan.general  // written once before ready
+    /// How `applyOrQueue` applies an updater once its thread holds the lane (``HolderPlan``).
+    @usableFromInline @exclusivity(unchecked) final var holderPlan = HolderPlan.batch  // written once before ready
 
     @usableFromInline final let sideEffects: SideEffectRegistry
     @usableFromInline final let updaterQueue: DispatchQueue

@@ -89,31 +89,43 @@ extension StoreEngine {
             }
             laneLock.unlock()
         }
-        // This thread holds the lane, and no lock.
-        let direct = !intercepting && listenersAreInline
-        if direct, id == 0 {
-            let failure = applyAndNotify(updater)
-            releaseLane(thread: thread)
-            return DispatchHandle(ranInline: failure, success: success)
-        }
-        if id == 0, listenersAreInline, !bypassInterceptors {
-            // Untraced, through the interceptors (of either form) on this thread, without a lane item.
-            return applyInline(UntracedRun(), updater, parentID: parentID, typed: typedLinks, thread: thread,
-                               combined: false, success: success)
-        }
-        if direct, combinesWithoutItem(type) {
-            // Traced as one event at its end, no interceptors, and no lane item either (it was most of what a recorded
-            // dispatch cost over an unrecorded one in `katana-bench micro --backend flight-recorder`).
-            if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
-            return applyInline(CombinedRun(id: id, parentID: parentID, name: name), updater, parentID: parentID,
-                               typed: typedLinks, thread: thread, combined: true, success: success)
+        // This thread holds the lane, and no lock. How it applies the updater was chosen when the store became ready
+        // (``HolderPlan``); asked here is only what each dispatch changes: traced or not, past the interceptors or not.
+        switch holderPlan {
+        case .direct:
+            if id == 0 {
+                let failure = applyAndNotify(updater)
+                releaseLane(thread: thread)
+                return DispatchHandle(ranInline: failure, success: success)
+            }
+            if combinesWithoutItem(type) {
+                // Traced as one event at its end, and no lane item (it was most of what a recorded dispatch cost over
+                // an unrecorded one in `katana-bench micro --backend flight-recorder`).
+                if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
+                return applyInline(CombinedRun(id: id, parentID: parentID, name: name), updater, parentID: parentID,
+                                   typed: typedLinks, thread: thread, combined: true, success: success)
+            }
+        case .intercepted:
+            if id == 0, !bypassInterceptors {
+                // Untraced, through the interceptors (of either form) on this thread, without a lane item.
+                return applyInline(UntracedRun(), updater, parentID: parentID, typed: typedLinks, thread: thread,
+                                   combined: false, success: success)
+            }
+        case .batch:
+            break
         }
         let item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
         // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
         // are this moment, which it carries as its duration) instead of three — with or without interceptors.
         let combined = id != 0 && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
         if id != 0, !combined { traceEnqueue(item, route: .updaterInline, depth: 0) }
-        if listenersAreInline, !(item.bypass && intercepting) {
+        // One that bypasses an intercepting store's interceptors takes the batch path too, which applies it past them.
+        let appliedHere = switch holderPlan {
+        case .direct: true
+        case .intercepted: !item.bypass
+        case .batch: false
+        }
+        if appliedHere {
             return applyInline(item, updater, parentID: parentID, typed: typedLinks, thread: thread, combined: combined,
                                success: success)
         }
@@ -246,6 +258,21 @@ enum InlinePlan: UInt8, Sendable {
     case intercepted
     /// Always the general path (`applyOrQueue`): a dispatch recorder, or listeners on an executor.
     case general
+}
+
+/// How a store applies an updater once its dispatching thread holds the lane in `applyOrQueue` (traced, recorded, or
+/// after the brief wait for a busy lane), chosen once when the store becomes ready, like ``InlinePlan``: what the
+/// store's interceptors and listeners' executor make of every dispatch is decided there, not asked per dispatch.
+@usableFromInline
+enum HolderPlan: UInt8, Sendable {
+    /// No interceptors, listeners told on the dispatching thread: applied here (untraced, combined into one event,
+    /// or by its lane item).
+    case direct
+    /// Through the interceptors on the dispatching thread, listeners told there too; one that bypasses them takes
+    /// the batch path.
+    case intercepted
+    /// Listeners on an executor: the batch path (`process`, then the listeners read under `laneLock`).
+    case batch
 }
 
 /// A store's state with the lock that guards it, in one object (swift-nio's `NIOLockedValueBox` is the model):
