@@ -30,8 +30,9 @@ import Testing
         // A held item re-entered by readiness goes to the lane even though the store is not marked ready yet.
         let r4 = lane.arrive(thread: c, ignoringReadiness: true)
         #expect(r4 == .applyInline)
-        let r5 = lane.release(thread: c)
-        #expect(r5 == .released)
+        var nothing: [LaneItem] = []
+        let r5 = lane.takeBatch(thread: c, upTo: 1, into: &nothing)
+        #expect(!r5, "nothing queued: the lane is given up")
         let r6 = lane.takeEarlyItems()
         #expect(r6?.count == 2)
         #expect(lane.beforeReady, "still held until a round finds nothing more")
@@ -51,8 +52,6 @@ import Testing
         #expect(r10 == .enqueue)
         lane.enqueue(item(from: b))
         // Work arrived while A applied its own: A keeps the lane and helps drain it.
-        let r11 = lane.release(thread: a)
-        #expect(r11 == .help)
         var batch: [LaneItem] = []
         let r12 = lane.takeBatch(thread: a, upTo: 10, into: &batch)
         #expect(r12)
@@ -70,7 +69,7 @@ import Testing
         #expect(lane.word.releaseIfNothingQueued())
         #expect(!lane.busy)
         // Another dispatcher takes the idle lane; one that arrives while it is busy marks it queued, so the holder's
-        // lock-free give-back fails and the locked release says to help drain it.
+        // lock-free give-back fails and the holder drains what was queued (under the lock).
         let tookAgain = lane.arrive(thread: b)
         #expect(tookAgain == .applyInline)
         let queued = lane.arrive(thread: c)
@@ -78,8 +77,6 @@ import Testing
         lane.enqueue(item(from: c))
         #expect(!lane.word.releaseIfNothingQueued())
         #expect(lane.busy && lane.owner == b)
-        let release = lane.release(thread: b)
-        #expect(release == .help)
         var batch: [LaneItem] = []
         let first = lane.takeBatch(thread: b, upTo: 10, into: &batch)
         #expect(first)
@@ -111,8 +108,9 @@ import Testing
         let reentered = lane.arrive(thread: c, ignoringReadiness: true)
         #expect(reentered == .applyInline)
         #expect(!lane.word.releaseIfNothingQueued(), "the lock-free give-back would drop the holding mark")
-        let released = lane.release(thread: c)
-        #expect(released == .released)
+        var nothing: [LaneItem] = []
+        let released = lane.takeBatch(thread: c, upTo: 1, into: &nothing)
+        #expect(!released, "nothing queued: the lane is given up")
         #expect(!lane.word.tryTake(thread: a), "still holding until readiness finds nothing more")
         let rest = lane.takeEarlyItems()
         #expect(rest == nil)
@@ -124,8 +122,6 @@ import Testing
         #expect(behind == .enqueue, "a locked arrival sees the lane taken lock-free as busy")
         lane.enqueue(item(from: b))
         #expect(!lane.word.releaseIfNothingQueued())
-        let release = lane.release(thread: a)
-        #expect(release == .help)
         var batch: [LaneItem] = []
         let one = lane.takeBatch(thread: a, upTo: 1, into: &batch)
         #expect(one)

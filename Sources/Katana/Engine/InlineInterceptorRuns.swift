@@ -63,7 +63,7 @@ extension StoreEngine {
     /// instructions more.)
     @inlinable @inline(never)
     final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
-        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, thread: UInt, combined: Bool, success: V
+        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, combined: Bool, success: V
     ) -> DispatchHandle<V> {
         let started = trace.start(self, combined: combined)
         var thrown: (any Error)?
@@ -87,7 +87,7 @@ extension StoreEngine {
                 thrown = error
             }
             return finishInlineRun(trace, updater, parentID: parentID, &run.end, thrown: thrown, combined: combined,
-                                   started: started, thread: thread, success: success)
+                                   started: started, success: success)
         } else if typed, let first = firstTypedLink {
             var run = TypedRun(store: Unmanaged.passUnretained(self), first: first)
             do {
@@ -96,7 +96,7 @@ extension StoreEngine {
                 thrown = error
             }
             return finishInlineRun(trace, updater, parentID: parentID, &run.end, thrown: thrown, combined: combined,
-                                   started: started, thread: thread, success: success)
+                                   started: started, success: success)
         } else {
             // The erased links alone: the end is a closure on this stack, over a `ChainEnd` of its own.
             var end = ChainEnd()
@@ -106,7 +106,7 @@ extension StoreEngine {
                 thrown = error
             }
             return finishInlineRun(trace, updater, parentID: parentID, &end, thrown: thrown, combined: combined,
-                                   started: started, thread: thread, success: success)
+                                   started: started, success: success)
         }
     }
 
@@ -114,12 +114,12 @@ extension StoreEngine {
     @inlinable @inline(__always)
     final func finishInlineRun<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
         _ trace: T, _ updater: U, parentID: UInt64, _ end: inout ChainEnd, thrown: (any Error)?,
-        combined: Bool, started: (started: UInt64, parallelism: UInt32), thread: UInt, success: V
+        combined: Bool, started: (started: UInt64, parallelism: UInt32), success: V
     ) -> DispatchHandle<V> {
         if thrown == nil, end.appliedAsDispatched {
             // Passed on and applied: the common case, without building a lane result.
             trace.finish(self, combined: combined, started: started, outcome: .ok, failure: nil)
-            releaseLane(thread: thread)
+            releaseLane()
             return DispatchHandle(ranInline: KatanaError?.none, success: success)
         }
         let (result, outcome) = updaterChainResult(updater, &end, thrown: thrown)
@@ -129,7 +129,7 @@ extension StoreEngine {
             trace.finish(self, combined: combined, started: started, outcome: outcome, failure: nil)
         }
         let handle = inlineHandle(result, success: success, parentID: parentID)
-        releaseLane(thread: thread)
+        releaseLane()
         return handle
     }
 

@@ -26,7 +26,7 @@ extension StoreEngine {
         finish(item, process(item, route: .updaterInline, recordChanges: !listeners.isEmpty))
         deliverChanges(to: listeners)
         resolveFinished()
-        releaseLane(thread: thread)
+        releaseLane()
     }
 
     /// Puts an item with a handle where `arrival` says (kept until ready, or queued in the lane) and traces where it went; for

@@ -47,7 +47,9 @@ struct LaneState {
         case enqueue
         /// The lane is full and this producer already has updaters in it: wait for room, then arrive again.
         case waitForRoom
-        /// The lane was idle and empty: the caller now holds it, applies its own updater, then ``release()``s.
+        /// The lane was idle and empty: the caller now holds it, applies its own updater, then gives it back
+        /// (``LaneWord/releaseIfNothingQueued()``, or, when work was queued meanwhile, by draining it with
+        /// ``takeBatch(thread:upTo:into:)``).
         case applyInline
         /// The lane was idle with work left by a holder that reached its helping limit: the caller now holds
         /// it, queues its updater behind that work and helps drain it.
@@ -105,24 +107,6 @@ struct LaneState {
     /// given up (one of them takes it).
     @inlinable var shouldWakeProducers: Bool {
         roomWaiters > 0 && (!busy || pending.count <= backlogLimit / 2)
-    }
-
-    /// What the holder must do when it is done with its own item.
-    @usableFromInline enum Release: Equatable {
-        /// Nothing was pending: the lane is idle again.
-        case released
-        /// Updaters arrived meanwhile: the caller still holds the lane and must help drain it.
-        case help
-    }
-
-    @inlinable @inline(__always)
-    mutating func release(thread: UInt) -> Release {
-        assertHeld(by: thread)
-        if pending.isEmpty {
-            giveUp()
-            return .released
-        }
-        return .help
     }
 
     /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `false`:
@@ -294,7 +278,8 @@ final class LaneWord: Sendable {
     @usableFromInline static let maxPausesBetweenLooks = 16
 
     /// The holder's give-back without `laneLock`: succeeds when no updater was queued since the lane was taken (the
-    /// word is exactly `busy`); otherwise the caller takes the lock and calls ``LaneState/release(thread:)``.
+    /// word is exactly `busy`); otherwise the caller drains what was queued, and ``LaneState/takeBatch(thread:upTo:into:)`` gives
+    /// the lane up under the lock once nothing is pending.
     @inlinable @inline(__always)
     func releaseIfNothingQueued() -> Bool {
         bits.compareExchange(expected: LaneWord.busy, desired: 0, ordering: .releasing).exchanged

@@ -44,7 +44,7 @@ extension StoreEngine {
                 // destroy both — a large share of the callgrind gate's `fire_and_forget`).
                 let failure = applyAndNotify(updater)
                 if !laneWord.bits.compareExchange(expected: 1, desired: 0, ordering: .releasing).exchanged {
-                    releaseLane(thread: thread)  // updaters were queued meanwhile: apply them first
+                    releaseLane()  // updaters were queued meanwhile: apply them first
                 }
                 return DispatchHandle(ranInline: failure, success: success)
             }
@@ -55,7 +55,7 @@ extension StoreEngine {
                 // thing in `applyOrQueue` instead, it saved the interceptors 1 %, the call into that large function
                 // being most of what they paid.
                 return applyInlineThroughLinks(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
-                                               thread: thread, combined: false, success: success)
+                                               combined: false, success: success)
             }
         }
         return applyOrQueue(updater, type: type, parentID: parentID, success: success,
@@ -95,7 +95,7 @@ extension StoreEngine {
         case .direct:
             if id == 0 {
                 let failure = applyAndNotify(updater)
-                releaseLane(thread: thread)
+                releaseLane()
                 return DispatchHandle(ranInline: failure, success: success)
             }
             if combinesWithoutItem(type) {
@@ -103,12 +103,12 @@ extension StoreEngine {
                 // an unrecorded one in `katana-bench micro --backend flight-recorder`).
                 if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
                 return applyInline(CombinedRun(id: id, parentID: parentID, name: name), updater, parentID: parentID,
-                                   typed: typedLinks, thread: thread, combined: true, success: success)
+                                   typed: typedLinks, combined: true, success: success)
             }
         case .intercepted:
             if id == 0, !bypassInterceptors {
                 // Untraced, through the interceptors (of either form) on this thread, without a lane item.
-                return applyInline(UntracedRun(), updater, parentID: parentID, typed: typedLinks, thread: thread,
+                return applyInline(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
                                    combined: false, success: success)
             }
         case .batch:
@@ -126,7 +126,7 @@ extension StoreEngine {
         case .batch: false
         }
         if appliedHere {
-            return applyInline(item, updater, parentID: parentID, typed: typedLinks, thread: thread, combined: combined,
+            return applyInline(item, updater, parentID: parentID, typed: typedLinks, combined: combined,
                                success: success)
         }
         // Listeners on their executor: the batch path, which reads them under `laneLock`.
@@ -136,7 +136,7 @@ extension StoreEngine {
         let result = process(item, route: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
         deliverChanges(to: listeners)
         let handle = inlineHandle(result, success: success, parentID: parentID)
-        releaseLane(thread: thread)
+        releaseLane()
         return handle
     }
 
@@ -147,16 +147,16 @@ extension StoreEngine {
     /// Generic over the trace, so each kind's calls are specialised in, none tested per dispatch.
     @inlinable @inline(__always)
     final func applyInline<T: InlineRunTrace, U: AnyStateUpdater, V: Sendable>(
-        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, thread: UInt, combined: Bool, success: V
+        _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, combined: Bool, success: V
     ) -> DispatchHandle<V> {
         if intercepting {
-            return applyInlineThroughLinks(trace, updater, parentID: parentID, typed: typed, thread: thread,
+            return applyInlineThroughLinks(trace, updater, parentID: parentID, typed: typed,
                                            combined: combined, success: success)
         }
         let started = trace.start(self, combined: combined)
         let failure = applyAndNotify(updater)
         trace.finish(self, combined: combined, started: started, outcome: failure == nil ? .ok : .error, failure: failure)
-        releaseLane(thread: thread)
+        releaseLane()
         return DispatchHandle(ranInline: failure, success: success)
     }
 
@@ -225,13 +225,12 @@ extension StoreEngine {
 
     /// Gives the lane up; items that arrived meanwhile are applied first (see `helpDrain`).
     @inlinable @inline(__always)
-    final func releaseLane(thread: UInt = pthread_self()) {
+    final func releaseLane() {
         // Nothing queued since the lane was taken (the common case): give it back without the lock.
         if laneWord.releaseIfNothingQueued() { return }
-        laneLock.lock()
-        let release = lane.release(thread: thread)
-        laneLock.unlock()
-        if case .help = release { helpDrain() }
+        // Marked queued (or held before readiness): help drain, whose first batch, under the lock, gives the lane up
+        // when nothing is pending after all.
+        helpDrain()
     }
 
     @usableFromInline
