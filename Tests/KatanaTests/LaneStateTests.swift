@@ -52,6 +52,7 @@ import Testing
         #expect(r10 == .enqueue)
         lane.enqueue(item(from: b))
         // Work arrived while A applied its own: A keeps the lane and helps drain it.
+        #expect(lane.busy && lane.owner == a)
         var batch: [LaneItem] = []
         let r12 = lane.takeBatch(thread: a, upTo: 10, into: &batch)
         #expect(r12)
@@ -122,6 +123,7 @@ import Testing
         #expect(behind == .enqueue, "a locked arrival sees the lane taken lock-free as busy")
         lane.enqueue(item(from: b))
         #expect(!lane.word.releaseIfNothingQueued())
+        #expect(lane.busy && lane.owner == a, "the failed give-back leaves the holder holding, to drain what was queued")
         var batch: [LaneItem] = []
         let one = lane.takeBatch(thread: a, upTo: 1, into: &batch)
         #expect(one)
