@@ -66,7 +66,7 @@ enum Fallback {
     }
 }
 
-@Suite struct Babeltrace2FallbackTests {
+@Suite(.checkedInChildProcesses) struct Babeltrace2FallbackTests {
     /// Every command reads the declined trace through babeltrace2 and gives what the native reader gives for the
     /// sample: the same analysis (to the dispatch, every option), check, dump (events tied on a timestamp may come
     /// in another order) and an export Perfetto's schema accepts, each with one note saying why babeltrace2 read it.

@@ -48,7 +48,7 @@ enum ExportWindow {
     }
 }
 
-@Suite struct ExportWindowTests {
+@Suite(.checkedInChildProcesses) struct ExportWindowTests {
     /// A window in the middle of each kept recording (the sample; the katana-trace recording with two streams and
     /// LTTng's headers) and at its ends: what the window holds, once each, and what its edges cut, marked.
     @Test(arguments: [["--begin", "0.004", "--end", "0.006"], ["--begin", "0.008"], ["--end", "0.003"], ["--begin", "0.0001", "--end", "0.0002"]])

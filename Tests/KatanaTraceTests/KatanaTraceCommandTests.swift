@@ -39,7 +39,7 @@ enum KatanaTrace {
     }
 }
 
-@Suite struct KatanaTraceCommandTests {
+@Suite(.checkedInChildProcesses) struct KatanaTraceCommandTests {
     @Test func analyzeOfTheSampleIsTheCommittedReport() async throws {
         let analysis = try await KatanaTrace.run(["analyze", Toolkit.sample])
         try #require(analysis.status == 0, "\(analysis.err)")

@@ -2,6 +2,18 @@ import Foundation
 import KatanaTestSupport
 import Katana
 import KatanaTrace
+import Testing
+
+extension Trait where Self == ConditionTrait {
+    /// For a suite whose subject is the `katana-trace` command (what its child processes print, and the files it writes
+    /// or reads in one thread): skipped under `make test-tsan`. The child there is the plain debug build `make test`
+    /// ran the same tests against (KATANA_TRACE_EXECUTABLE; the Makefile says why), so the instrumented process only
+    /// starts it and waits: nothing for ThreadSanitizer to check. Long chains of such children were what the step's
+    /// last minutes waited for, slowed by the instrumented tests beside them.
+    static var checkedInChildProcesses: Self {
+        .disabled(if: underThreadSanitizerSuite, "its subject is katana-trace's child processes, which make test ran; nothing here is instrumented")
+    }
+}
 
 struct TraceState: State, Equatable {
     var counter = 0

@@ -48,7 +48,7 @@ enum TraceExport {
     }
 }
 
-@Suite struct TraceExportTests {
+@Suite(.checkedInChildProcesses) struct TraceExportTests {
     @Test func theSampleExportsToProtobufThatPerfettosSchemaAccepts() async throws {
         let verdict = try await TraceExport.checkedProtobuf(Toolkit.sample)
         #expect(verdict.problems.isEmpty, "\(verdict.problems)")

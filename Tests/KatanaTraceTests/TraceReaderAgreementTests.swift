@@ -24,12 +24,31 @@ enum ReaderAgreement {
         12307,  // `encoding` flipped to `e.coding`: refused ("expected '='"); babeltrace2 reads `a.b = v` as `a = v`
     ]
 
-    /// 100 seeded cases per trace in CI, 40 in a user's `make test`: the seeds are the same on every run and were
-    /// all read alike by campaigns (the sample's seeds to 13,000, the dump's to 21,000, the kept recording's to
-    /// 42,002; every one that disagreed is kept above), so the first 40 and the kept ones guard a newcomer's clone,
-    /// whose test command has a budget of 6 minutes on a 2-core machine (each case is two child-process reads).
-    static var cases: Int {
-        ProcessInfo.processInfo.environment["KATANA_AGREEMENT_CASES"].flatMap(Int.init) ?? (LTTngEnvironment.underCI ? 100 : 40)
+    /// The seeded cases per trace, numbered from 1: cases 1-100 in CI, 1-40 in a user's `make test`. The seeds are the
+    /// same on every run and were all read alike by campaigns (the sample's seeds to 13,000, the dump's to 21,000, the
+    /// kept recording's to 42,002; every one that disagreed is kept above), so the first 40 and the kept ones guard a
+    /// newcomer's clone, whose test command has a budget of 6 minutes on a 2-core machine (each case is two
+    /// child-process reads). `KATANA_AGREEMENT_CASES=N` runs cases 1-N; `=M-N` only cases M-N (`make test-ci` runs
+    /// 41-100 after `make test` ran 1-40, and the kept seeds only with a stretch that starts at case 1).
+    static func cases() throws -> ClosedRange<UInt64> {
+        guard let given = ProcessInfo.processInfo.environment["KATANA_AGREEMENT_CASES"] else {
+            return 1...(LTTngEnvironment.underCI ? 100 : 40)
+        }
+        let bounds = given.split(separator: "-", omittingEmptySubsequences: false).map { UInt64($0) }
+        switch (bounds.count, bounds.first ?? nil, bounds.last ?? nil) {
+        case (1, let last?, _) where last >= 1: return 1...last
+        case (2, let first?, let last?) where first >= 1 && first <= last: return first...last
+        default: throw RecordingError("KATANA_AGREEMENT_CASES=\(given): expected N or M-N with 1 <= M <= N")
+        }
+    }
+
+    /// A trace's seeds: `base` plus each case number in `cases` divided by `every` (a trace that runs one case in
+    /// `every`), and `kept` with a stretch that starts at case 1.
+    static func planned(kept: [UInt64], base: UInt64, every: UInt64 = 1) throws -> [UInt64] {
+        let cases = try cases()
+        let first = (cases.lowerBound - 1) / every + 1, last = max(1, cases.upperBound / every)
+        let numbered = first <= last ? (first...last).map { base + $0 } : []
+        return seeds(Array(Set((cases.lowerBound == 1 ? kept : []) + numbered)).sorted())
     }
 
     /// `KATANA_AGREEMENT_SEEDS=1,2,3`: only these seeds (to look at a case again); `KATANA_AGREEMENT_KEEP=1`: the
@@ -230,10 +249,11 @@ enum ReaderAgreement {
     }
 }
 
-@Suite(.enabled(if: Fallback.babeltrace2Installed || LTTngEnvironment.underCI, "needs babeltrace2 (scripts/setup-system.sh)"))
+@Suite(.enabled(if: Fallback.babeltrace2Installed || LTTngEnvironment.underCI, "needs babeltrace2 (scripts/setup-system.sh)"),
+       .checkedInChildProcesses)
 struct TraceReaderAgreementTests {
     @Test func katanaTraceReadsWhatBabeltrace2ReadsOfTheDamagedSample() async throws {
-        let seeds = ReaderAgreement.seeds(ReaderAgreement.seedsThatDisagreed + (1...UInt64(ReaderAgreement.cases)).map { 10_000 + $0 })
+        let seeds = try ReaderAgreement.planned(kept: ReaderAgreement.seedsThatDisagreed, base: 10_000)
         let found = try await ReaderAgreement.disagreements(on: URL(fileURLWithPath: Toolkit.sample), seeds: seeds)
         #expect(found.isEmpty, "\(found.count) of \(seeds.count) cases disagree:\n\(found.prefix(10).joined(separator: "\n"))")
     }
@@ -250,7 +270,7 @@ struct TraceReaderAgreementTests {
         // time: read as it was; babeltrace2 refuses a stream whose timestamps go back).
         // 20127 and 20471 (a packet's stream id damaged: read as the one stream class's; babeltrace2 refuses a
         // stream the metadata does not declare), 20451 (a packet's UUID damaged).
-        let seeds = ReaderAgreement.seeds([20_003, 20_127, 20_208, 20_451, 20_471, 20_483] + (1...UInt64(max(1, ReaderAgreement.cases / 3))).map { 20_000 + $0 })
+        let seeds = try ReaderAgreement.planned(kept: [20_003, 20_127, 20_208, 20_451, 20_471, 20_483], base: 20_000, every: 3)
         let found = try await ReaderAgreement.disagreements(on: dump, seeds: seeds)
         #expect(found.isEmpty, "\(found.count) of \(seeds.count) cases disagree:\n\(found.prefix(10).joined(separator: "\n"))")
     }
@@ -265,7 +285,7 @@ struct TraceReaderAgreementTests {
         // out of its dump; babeltrace2 shows them); from a campaign of 1,502 cases: 40415 (the clock renamed, so an
         // integer's `map` names no declared clock: read; babeltrace2 refuses it), 40881 (an event's `fields :=` misspelt:
         // refused as an unknown declaration; babeltrace2 warns and reads on).
-        let seeds = ReaderAgreement.seeds(Array(Set([40_028, 40_055, 40_415, 40_881] + (1...UInt64(ReaderAgreement.cases)).map { 40_000 + $0 })).sorted())
+        let seeds = try ReaderAgreement.planned(kept: [40_028, 40_055, 40_415, 40_881], base: 40_000)
         let found = try await ReaderAgreement.disagreements(on: recording, seeds: seeds)
         #expect(found.isEmpty, "\(found.count) of \(seeds.count) cases disagree:\n\(found.prefix(10).joined(separator: "\n"))")
     }
@@ -281,7 +301,7 @@ extension LTTngRecordingTests {
     func katanaTraceReadsWhatBabeltrace2ReadsOfADamagedRecording() async throws {
         let (directory, _) = try await recordWithKatanaTrace([Paths.katanaBench.path, "-s", "mixed", "--count", "100", "--warmup", "0"])
         defer { try? FileManager.default.removeItem(at: directory) }
-        let seeds = ReaderAgreement.seeds((1...UInt64(max(1, ReaderAgreement.cases / 4))).map { 30_000 + $0 })
+        let seeds = try ReaderAgreement.planned(kept: [], base: 30_000, every: 4)
         let found = try await ReaderAgreement.disagreements(on: directory, seeds: seeds)
         #expect(found.isEmpty, "\(found.count) of \(seeds.count) cases disagree:\n\(found.prefix(10).joined(separator: "\n"))")
     }

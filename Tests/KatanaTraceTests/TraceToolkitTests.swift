@@ -198,7 +198,8 @@ func reportDisagreements(_ native: [String: Any], _ reference: [String: Any]) ->
 }
 
 /// `katana-trace` on damaged input, checked against babeltrace2 where a reference is needed.
-@Suite(.enabled(if: Fallback.babeltrace2Installed || LTTngEnvironment.underCI, "needs babeltrace2 (scripts/setup-system.sh)"))
+@Suite(.enabled(if: Fallback.babeltrace2Installed || LTTngEnvironment.underCI, "needs babeltrace2 (scripts/setup-system.sh)"),
+       .checkedInChildProcesses)
 struct TraceToolkitTests {
     /// The package's reader on damaged input: whatever is flipped, cut or overwritten in the sample's metadata or
     /// streams, `--reader native` ends promptly with a report (0) or refuses (2) with one line — never a crash or a
@@ -211,12 +212,9 @@ struct TraceToolkitTests {
         let folder = "ust/uid/0/64-bit"
         var generator = SystemRandomNumberGenerator()
         var declined = 0, read = 0
-        // First every short cut of each file (headers cut mid-field), then random damage: 300 rounds, 60 under
-        // `make test-tsan` (KATANA_TSAN_SUITE). There the point is races, each round is an instrumented process, and
-        // the 339 of them took 517 s beside the rest of the suite.
+        // First every short cut of each file (headers cut mid-field), then 300 rounds of random damage.
         let cuts = [1, 2, 3, 4, 5, 8, 24, 36, 37, 38, 40, 64, 100]
-        let randomRounds = underThreadSanitizerSuite ? 60 : 300
-        for round in 0..<(3 * cuts.count + randomRounds) {
+        for round in 0..<(3 * cuts.count + 300) {
             let trace = root.appendingPathComponent("t\(round)")
             try FileManager.default.copyItem(atPath: Toolkit.sample, toPath: trace.path)
             let file = trace.appendingPathComponent(folder).appendingPathComponent(["metadata", "katana_0", "katana_1"][round % 3])

@@ -89,10 +89,6 @@ extension StoreEngine {
         tracer.traceEnd(item, route: route, outcome: outcome)
     }
 
-    /// Whether the item's type has no latency budget (a budgeted one is traced as three events, to time it).
-    @usableFromInline @inline(never)
-    final func hasNoBudget(_ item: LaneItem) -> Bool { budgets.limit(for: type(of: item.updater)) == nil }
-
     /// An updater's begin (call only for traced items): when `combined` (an inline updater, a backend that combines,
     /// no budget) only the start time and the parallelism, for `traceFinish`; else `dispatch_begin` and the budget's
     /// start time. Out of line, so the untraced fast path stays small enough for the compiler to specialise the
@@ -135,11 +131,15 @@ extension StoreEngine {
         }
     }
 
-    /// Whether an updater of `type` dispatched now is traced as one event at its end: a backend that combines, and no
-    /// budget for its type (a budgeted one is traced as three events, to time it). Out of line (see `traceStart`).
+    /// Whether a traced updater of `type` applied by its dispatching thread is traced as one event at its end, as the
+    /// store's ``TracePlan`` says: only a store with budgets asks the type. Out of line (see `traceStart`).
     @usableFromInline @inline(never)
-    final func combinesWithoutItem(_ type: Any.Type) -> Bool {
-        tracerCombinesInline && budgets.limit(for: type) == nil
+    final func combines(_ type: Any.Type) -> Bool {
+        switch tracePlan {
+        case .combined: true
+        case .combinedUnlessBudgeted: budgets.limit(for: type) == nil
+        case .threeEvents: false
+        }
     }
 
     /// Tells the dispatch recorder of the updater an interceptor chain's end is about to apply — what the interceptors

@@ -62,8 +62,8 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     @usableFromInline final let sideEffects: SideEffectRegistry
     @usableFromInline final let updaterQueue: DispatchQueue
     @usableFromInline final let listenersAreInline: Bool
-    /// The backend takes an updater applied inline as one event at its end (`TraceBackend.combinesInlineUpdaters`).
-    @usableFromInline final let tracerCombinesInline: Bool
+    /// How an updater its dispatching thread applies is traced (``TracePlan``).
+    @usableFromInline final let tracePlan: TracePlan
     /// `tracer.isEnabled` as a plain C function when the backend is a native provider (or an in-process one): asked
     /// on every dispatch, without the existential's copy, projection and witness call.
     @usableFromInline final let enabledCheck: (@convention(c) () -> Int32)?
@@ -126,7 +126,8 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     init(configuration: StoreConfiguration, tracer: any TraceBackend, contextPrototype: any ScopedSideEffectContext) {
         self.configuration = configuration
         self.tracer = tracer
-        self.tracerCombinesInline = tracer.combinesInlineUpdaters
+        self.tracePlan = if !tracer.combinesInlineUpdaters { .threeEvents }
+                         else if configuration.latencyBudgets.nanoseconds.isEmpty { .combined } else { .combinedUnlessBudgeted }
         let native = tracer as? NativeTraceBackend
         let direct = tracer as? any DirectRecordingBackend
         // A store with a dispatch recorder gives every dispatch an id, as while its backend records: its check says so

@@ -98,7 +98,7 @@ extension StoreEngine {
                 releaseLane()
                 return DispatchHandle(ranInline: failure, success: success)
             }
-            if combinesWithoutItem(type) {
+            if combines(type) {
                 // Traced as one event at its end, and no lane item (it was most of what a recorded dispatch cost over
                 // an unrecorded one in `katana-bench micro --backend flight-recorder`).
                 if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
@@ -117,7 +117,7 @@ extension StoreEngine {
         let item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
         // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
         // are this moment, which it carries as its duration) instead of three — with or without interceptors.
-        let combined = id != 0 && tracerCombinesInline && (budgets.nanoseconds.isEmpty || hasNoBudget(item))
+        let combined = id != 0 && combines(Swift.type(of: updater))  // the type a budget is checked for (`traceEnd`)
         if id != 0, !combined { traceEnqueue(item, route: .updaterInline, depth: 0) }
         // One that bypasses an intercepting store's interceptors takes the batch path too, which applies it past them.
         let appliedHere = switch holderPlan {
@@ -272,6 +272,19 @@ enum HolderPlan: UInt8, Sendable {
     case intercepted
     /// Listeners on an executor: the batch path (`process`, then the listeners read under `laneLock`).
     case batch
+}
+
+/// How a traced updater that its dispatching thread applies is traced, chosen when the store is made (its backend and
+/// budgets are fixed then): `combines(_:)` answers from it.
+@usableFromInline
+enum TracePlan: UInt8, Sendable {
+    /// As one event at its end (`updater_inline`, carrying its duration): a backend that combines
+    /// (`TraceBackend.combinesInlineUpdaters`), and no latency budgets.
+    case combined
+    /// As `combined`, but an updater of a type with a budget as three events, to time it against the budget.
+    case combinedUnlessBudgeted
+    /// As three events (`dispatch_enqueue`, `dispatch_begin`, `dispatch_end`): a backend that does not combine.
+    case threeEvents
 }
 
 /// A store's state with the lock that guards it, in one object (swift-nio's `NIOLockedValueBox` is the model):
