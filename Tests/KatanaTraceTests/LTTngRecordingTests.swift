@@ -632,14 +632,32 @@ extension LTTngRecordingTests {
         }
 
         let hostname = try await runSuspending(["hostname"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        // babeltrace2's lttng-live input ends at once, printing nothing and with status 0, when the relay does not list
+        // the session yet; the relay lists it once the session daemon has told it of the channel, which on a loaded
+        // machine came after `lttng start` had returned (a CI run under ThreadSanitizer: no event read, in 33 s). So
+        // the reader starts once the relay lists the session.
+        let listing = ["babeltrace2", "--input-format=lttng-live", "net://127.0.0.1:\(base + 2)"]
+        let listedBy = Date().addingTimeInterval(20)
+        var listed = try await runSuspending(listing)
+        while !listed.out.contains("/host/\(hostname)/\(name) "), Date() < listedBy {
+            try await Task.sleep(for: .milliseconds(100))
+            listed = try await runSuspending(listing)
+        }
+        try #require(listed.out.contains("/host/\(hostname)/\(name) "),
+                     "the relay does not list the session after 20 s: \(listed.out.prefix(500)) \(listed.err.prefix(500))")
         let reader = Process()
         reader.executableURL = URL(fileURLWithPath: "/usr/bin/babeltrace2")
         reader.arguments = ["--input-format=lttng-live", "net://127.0.0.1:\(base + 2)/host/\(hostname)/\(name)"]
         let readerOut = FileManager.default.temporaryDirectory.appendingPathComponent("katana-live-\(UUID().uuidString).txt")
+        let readerErr = readerOut.appendingPathExtension("err")
         _ = FileManager.default.createFile(atPath: readerOut.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: readerOut) }
+        _ = FileManager.default.createFile(atPath: readerErr.path, contents: nil)
+        defer {
+            try? FileManager.default.removeItem(at: readerOut)
+            try? FileManager.default.removeItem(at: readerErr)
+        }
         reader.standardOutput = try FileHandle(forWritingTo: readerOut)
-        reader.standardError = FileHandle.nullDevice
+        reader.standardError = try FileHandle(forWritingTo: readerErr)
         try reader.run()
 
         let workload = try await runWorkload(["--backend", "lttng", "--rounds", "20"], summary: nil)
@@ -664,8 +682,9 @@ extension LTTngRecordingTests {
         if reader.isRunning { kill(reader.processIdentifier, SIGKILL) }
         reader.waitUntilExit()
         live = (try? String(contentsOf: readerOut, encoding: .utf8)) ?? ""
+        let said = "babeltrace2 ended with \(reader.terminationStatus): \((try? String(contentsOf: readerErr, encoding: .utf8))?.suffix(1_000) ?? "")"
         // Every dispatch once: three events each, or one updater_inline for an updater applied inline.
-        #expect(count("katana:dispatch_begin", in: live) + count("katana:updater_inline", in: live) == 4_001)
+        #expect(count("katana:dispatch_begin", in: live) + count("katana:updater_inline", in: live) == 4_001, "\(said)")
         #expect(count("katana:updater_inline", in: live) > 0, "no updater was recorded as one inline event")
         #expect(live.contains("KatanaBenchCore.Child"))
     }
