@@ -636,18 +636,19 @@ extension LTTngRecordingTests {
         // the session yet; the relay lists it once the session daemon has told it of the channel, which on a loaded
         // machine came after `lttng start` had returned (a CI run under ThreadSanitizer: no event read, in 33 s). So
         // the reader starts once the relay lists the session.
-        let listing = ["babeltrace2", "--input-format=lttng-live", "net://127.0.0.1:\(base + 2)"]
+        let viewerURL = "net://127.0.0.1:\(base + 2)", session = "/host/\(hostname)/\(name)"
+        let listing = ["babeltrace2", "--input-format=lttng-live", viewerURL]
         let listedBy = Date().addingTimeInterval(20)
         var listed = try await runSuspending(listing)
-        while !listed.out.contains("/host/\(hostname)/\(name) "), Date() < listedBy {
+        while !listed.out.contains(session + " "), Date() < listedBy {
             try await Task.sleep(for: .milliseconds(100))
             listed = try await runSuspending(listing)
         }
-        try #require(listed.out.contains("/host/\(hostname)/\(name) "),
+        try #require(listed.out.contains(session + " "),
                      "the relay does not list the session after 20 s: \(listed.out.prefix(500)) \(listed.err.prefix(500))")
         let reader = Process()
         reader.executableURL = URL(fileURLWithPath: "/usr/bin/babeltrace2")
-        reader.arguments = ["--input-format=lttng-live", "net://127.0.0.1:\(base + 2)/host/\(hostname)/\(name)"]
+        reader.arguments = ["--input-format=lttng-live", viewerURL + session]
         let readerOut = FileManager.default.temporaryDirectory.appendingPathComponent("katana-live-\(UUID().uuidString).txt")
         let readerErr = readerOut.appendingPathExtension("err")
         _ = FileManager.default.createFile(atPath: readerOut.path, contents: nil)

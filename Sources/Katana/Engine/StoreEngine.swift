@@ -127,7 +127,7 @@ final class StoreEngine<S: State>: @unchecked Sendable {
         self.configuration = configuration
         self.tracer = tracer
         self.tracePlan = if !tracer.combinesInlineUpdaters { .threeEvents }
-                         else if configuration.latencyBudgets.nanoseconds.isEmpty { .combined } else { .combinedUnlessBudgeted }
+                         else if configuration.latencyBudgets.isEmpty { .combined } else { .combinedUnlessBudgeted }
         let native = tracer as? NativeTraceBackend
         let direct = tracer as? any DirectRecordingBackend
         // A store with a dispatch recorder gives every dispatch an id, as while its backend records: its check says so
