@@ -352,11 +352,12 @@ func firstElement<T: Sendable>(of stream: AsyncStream<T>, within limit: Duration
 }
 
 extension LTTngRecordingTests {
-    /// Ten times the dispatches, the same memory: the rings are all the recorder keeps (the closing note of #41 has the
+    /// Four times the dispatches, the same memory: the rings are all the recorder keeps (the closing note of #41 has the
     /// release build's 100M-dispatch figure). In the serialized recording suite: katana-bench links liblttng-ust,
     /// which maps a recording session's buffers into every process it registers — tens of MB a test's session
     /// running meanwhile would add to one run's peak.
-    @Test func recordingStaysInItsBoundedMemory() async throws {
+    @Test(.disabled(if: underThreadSanitizerSuite, "its subject is the recorder's resident memory, which make test checked: instrumented, its 2.5 million dispatches took a minute, the most of any recording test, to find races the flight recorder's other tests look for in the same code"))
+    func recordingStaysInItsBoundedMemory() async throws {
         func held(_ iterations: Int) async throws -> (rss: Double, recorded: Bool) {
             let json = FileManager.default.temporaryDirectory.appendingPathComponent("katana-micro-\(UUID().uuidString).json")
             defer { try? FileManager.default.removeItem(at: json) }
