@@ -101,7 +101,9 @@ test-inspector: setup
 ## suites whose subject is the katana-trace command skipped (`.checkedInChildProcesses`: the reader agreement cases, the
 ## native reader's fuzz, the export, window and command suites, the window on a long recording): they start the plain
 ## build `make test` ran them against and wait, nothing instrumented, and their long chains of children were what the
-## step's last minutes waited for; and the flight recorder's resident-memory test (its subject is memory, not races).
+## step's last minutes waited for; the recording tests whose subject is how katana-trace record runs a session
+## (`.aboutTheRecordingCommand`: the daemon started and stopped, signals, late registration, the live relay); and the
+## flight recorder's resident-memory test (its subject is memory, not races).
 ## KATANA_SERIAL_TESTS: the core suites (KatanaTests) in a process of their own, one test at a time: in parallel under
 ## TSan their threads contended for the two cores (134 s, 76 s of it in the kernel), one at a time they took 28 s.
 ## Otherwise as `make test` runs them (scripts/run-tests.sh): the serialized recording suite beside the rest. In one

@@ -339,7 +339,7 @@ struct LTTngRecordingTests {
 
 /// The trace toolkit on real recordings: each README command, one test each.
 extension LTTngRecordingTests {
-    @Test func recordAnalyzeAndExportABenchRun() async throws {
+    @Test(.aboutTheRecordingCommand) func recordAnalyzeAndExportABenchRun() async throws {
         let (directory, printed) = try await recordWithKatanaTrace([Paths.katanaBench.path, "-s", "mixed", "--count", "200",
                                                                "--warmup", "0", "--concurrency", "4"])
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -465,7 +465,7 @@ extension LTTngRecordingTests {
     /// `--trace` with no session daemon running: katana-bench records through `katana-trace record`'s session, which
     /// starts one, records the whole run (it once printed `trace: DIR` over an empty folder) and stops the daemon it
     /// started. Reachable only where this process owns the only daemon (always under CI), since it must stop it first.
-    @Test func traceStartsASessionDaemonWhenNoneRunsAndRecords() async throws {
+    @Test(.aboutTheRecordingCommand) func traceStartsASessionDaemonWhenNoneRunsAndRecords() async throws {
         guard try await Self.stopTheOnlySessiond() else { return }
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-bench-nodaemon-\(UUID().uuidString)")
@@ -492,7 +492,7 @@ extension LTTngRecordingTests {
     /// `katana-trace record` with no session daemon running starts one and stops it when the recording ends —
     /// normally, or killed by SIGKILL (its guardian stops it then): nothing the toolkit started outlives it.
     /// Reachable only where this process owns the only daemon (always under CI), since it must stop it first.
-    @Test(arguments: [false, true])
+    @Test(.aboutTheRecordingCommand, arguments: [false, true])
     func katanaTraceRecordStopsTheSessionDaemonItStarted(killed: Bool) async throws {
         guard try await Self.stopTheOnlySessiond() else { return }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-nodaemon-\(UUID().uuidString)")
@@ -540,7 +540,7 @@ extension LTTngRecordingTests {
     /// registration is 3 s; on a loaded CI machine it ran out, the order service ran unrecorded and its trace held
     /// no stream. Here the command stops the session daemon for 5 s just before the app starts, so the daemon
     /// answers late as on a loaded host. Reachable only where this process owns the only daemon (always under CI).
-    @Test func aCommandThatRegistersLateIsStillRecorded() async throws {
+    @Test(.aboutTheRecordingCommand) func aCommandThatRegistersLateIsStillRecorded() async throws {
         try LTTngEnvironment.ensureSessiond()
         guard let daemon = LTTngEnvironment.ownedSessiond, LTTngEnvironment.sessiondPIDs() == [daemon] else {
             #expect(!LTTngEnvironment.underCI, "under CI the suite owns the only session daemon")
@@ -588,7 +588,7 @@ extension LTTngRecordingTests {
         return LTTngEnvironment.sessiondPIDs().isEmpty
     }
 
-    @Test func aTraceWithoutKatanaEventsIsRejected() async throws {
+    @Test(.aboutTheRecordingCommand) func aTraceWithoutKatanaEventsIsRejected() async throws {
         try LTTngEnvironment.ensureSessiond()
         let name = "katana-none-\(getpid())-\(UInt64.random(in: 0..<UInt64.max))"
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
@@ -608,7 +608,7 @@ extension LTTngRecordingTests {
 
     /// LTTng live: a relay daemon on loopback, a live session streaming to it, babeltrace2 reading the stream
     /// while the workload runs — the path for tracing many hosts to one relay.
-    @Test func liveStreamingThroughARelayOnLoopback() async throws {
+    @Test(.aboutTheRecordingCommand) func liveStreamingThroughARelayOnLoopback() async throws {
         try LTTngEnvironment.ensureSessiond()
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("katana-relay-\(UUID().uuidString)")
         let (relay, base) = try await Self.startRelay(output: output)
@@ -836,7 +836,7 @@ extension LTTngRecordingTests {
 /// `katana-trace record`, the SwiftPM-built recorder: a run recorded and read back, and the session gone however the
 /// recorder ends.
 extension LTTngRecordingTests {
-    @Test func katanaTraceRecordRecordsACommandThatAnalyzeReads() async throws {
+    @Test(.aboutTheRecordingCommand) func katanaTraceRecordRecordsACommandThatAnalyzeReads() async throws {
         try LTTngEnvironment.ensureSessiond()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("katana-trace-record-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -885,7 +885,7 @@ extension LTTngRecordingTests {
 
     /// SIGINT (Ctrl-C) or SIGTERM (`timeout`, a cancelled CI job, a service manager) while recording: the recorded
     /// command is ended with the same signal, the session is destroyed, and the recorder exits with 128 + N.
-    @Test(arguments: [SIGINT, SIGTERM])
+    @Test(.aboutTheRecordingCommand, arguments: [SIGINT, SIGTERM])
     func katanaTraceRecordCleansUpWhenInterrupted(signal: Int32) async throws {
         try LTTngEnvironment.ensureSessiond()
         let (recorder, directory, sleeper) = try await startRecordingASleeper()
@@ -908,7 +908,7 @@ extension LTTngRecordingTests {
     /// SIGKILL, which the recorder cannot catch (the OOM killer, `kill -9`, a CI runner's hard stop): the recorded
     /// command still ends (the kernel signals it when its parent dies) and the session is still destroyed (by the
     /// recorder's guardian, which sees the recorder's end of a pipe close).
-    @Test func katanaTraceRecordLeavesNothingBehindWhenKilled() async throws {
+    @Test(.aboutTheRecordingCommand) func katanaTraceRecordLeavesNothingBehindWhenKilled() async throws {
         try LTTngEnvironment.ensureSessiond()
         let (recorder, directory, sleeper) = try await startRecordingASleeper()
         defer { try? FileManager.default.removeItem(at: directory) }

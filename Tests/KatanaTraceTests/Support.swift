@@ -13,6 +13,14 @@ extension Trait where Self == ConditionTrait {
     static var checkedInChildProcesses: Self {
         .disabled(if: underThreadSanitizerSuite, "its subject is katana-trace's child processes, which make test ran; nothing here is instrumented")
     }
+
+    /// For a recording test whose subject is how `katana-trace record` (or `katana-bench --trace` through it) runs a
+    /// session — starting and stopping the daemon, signals, late registration, a live relay, what analyze and export
+    /// read back: skipped under `make test-tsan`, as above. What they record is a few hundred dispatches; the
+    /// recording tests that stay run the instrumented workloads at size.
+    static var aboutTheRecordingCommand: Self {
+        .disabled(if: underThreadSanitizerSuite, "its subject is how katana-trace record runs a session, which make test ran against the same build; the recording tests that stay run the instrumented workloads")
+    }
 }
 
 struct TraceState: State, Equatable {
