@@ -134,9 +134,10 @@ test-notrace:
 perf-gate: setup
 	python3 scripts/perf-gate all
 
-## Proves the gate fails on a slower dispatch: builds Katana with the InjectedRegression trait (one allocation and
-## ~150 instructions more per dispatch) and passes only if both deterministic gates report it. In the gate's own build
-## folders (only Katana and what uses it compile again; the next `make perf-gate` compiles them back).
+## Proves the gate fails on a slower dispatch: the builds the gate measured, run with one more listener on every store
+## (katana-bench micro --inject-regression, KATANA_INJECT_REGRESSION=1 for the benchmarks: an allocation and ~170
+## instructions more per dispatch); passes only if both deterministic gates report it. After `make perf-gate` it
+## compiles nothing.
 perf-gate-selftest: setup
 	python3 scripts/perf-gate callgrind --inject-regression
 	python3 scripts/perf-gate benchmarks --inject-regression

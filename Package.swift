@@ -31,8 +31,6 @@ let package = Package(
         .trait(name: "LTTng", description: "Emit LTTng-UST tracepoints (needs liblttng-ust-dev)."),
         .trait(name: "InspectorServer",
                description: "KatanaInspector on Hummingbird: its routes on an app's router, or a listener of its own."),
-        .trait(name: "InjectedRegression",
-               description: "Only for the CI gate's self-test: one extra allocation and extra work in every dispatch."),
         .default(enabledTraits: ["LTTng"]),
     ],
     dependencies: [
@@ -79,8 +77,7 @@ let package = Package(
             dependencies: [
                 "KatanaTrace", "CKatanaTraceProvider",
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: [.define("KATANA_INJECTED_REGRESSION", .when(traits: ["InjectedRegression"]))]
+            ]
         ),
         .target(
             name: "KatanaRedux",

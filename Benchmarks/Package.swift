@@ -5,19 +5,11 @@
 //   swift package benchmark thresholds check      # what CI's gate runs (see ../scripts/perf-gate)
 import PackageDescription
 
-import class Foundation.ProcessInfo
-
-// For the gate's self-test only: build Katana with a deliberate per-dispatch regression (see
-// ../Sources/Katana/InjectedRegression.swift). The variable is part of the manifest's evaluation, so a build with it and
-// the next without it each compile Katana and the benchmarks again.
-let katanaTraits: Set<Package.Dependency.Trait> = ProcessInfo.processInfo.environment["KATANA_INJECT_REGRESSION"] == "1"
-    ? [.defaults, "InjectedRegression"] : [.defaults]
-
 let package = Package(
     name: "KatanaBenchmarks",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "Katana", path: "../", traits: katanaTraits),
+        .package(name: "Katana", path: "../"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],

@@ -116,6 +116,13 @@ struct Micro: AsyncParsableCommand {
           help: "Measure each figure's floor in the same run and print the ratio (--no-floors: the figures alone, as the callgrind gate counts them).")
     var floors = true
 
+    /// The performance gate's self-test (`make perf-gate-selftest`): the gate must fail on a slower dispatch, so this
+    /// makes every store's dispatch slower by one more listener (``Micro/injectedListener(_:)``). A listener, not a
+    /// change to Katana: the self-test then measures the very build the gate has just measured, instead of compiling
+    /// Katana and everything that uses it again (a trait did that: 103 of the self-test's 160 s in a CI rehearsal).
+    @Flag(name: .customLong("inject-regression"), help: .hidden)
+    var injectRegression = false
+
     func validate() throws {
         try checkRange(iterations, 10...1_000_000_000, "--iterations")
         try checkRange(payload, 0...(1 << 30), "--payload", unit: "bytes")
@@ -385,8 +392,24 @@ struct Micro: AsyncParsableCommand {
                                                         ? Array(repeating: ErasedPassThrough(), count: interceptors)
                                                         : Array(repeating: PassThrough(), count: interceptors)))
         for _ in 0..<listeners { store.addListener { _, new in blackHole(new.counter) } }
+        if injectRegression { store.addListener { _, new in Micro.injectedListener(new.counter) } }
         return store
     }
+
+    /// `--inject-regression`'s listener: one heap allocation and some arithmetic per change, on the path every dispatch
+    /// already takes (its listeners). With the call, about 170 instructions: three quarters again an untraced
+    /// fire-and-forget dispatch's, half again an awaited round trip's (`make perf-gate-selftest`).
+    @inline(never)
+    static func injectedListener(_ counter: Int) {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for index in 0..<24 { hash = (hash ^ UInt64(index)) &* 0x100_0000_01b3 }
+        let block = malloc(32)
+        // Stored where the optimiser must keep it, so neither the allocation nor the arithmetic is dropped.
+        injectedSink.store(Int(bitPattern: block) ^ Int(truncatingIfNeeded: hash) ^ counter, ordering: .relaxed)
+        free(block)
+    }
+
+    private static let injectedSink = Atomic<Int>(0)
 
     /// ns per dispatch, one producer, nobody awaiting.
     private func fireAndForget(count: Int, backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0,

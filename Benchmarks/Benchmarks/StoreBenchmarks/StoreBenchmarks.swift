@@ -1,4 +1,5 @@
 import Benchmark
+import Foundation
 import InMemoryTracing
 import Katana
 import KatanaDistributedTracing
@@ -34,6 +35,18 @@ struct IncrementAndAwait: SideEffect {
 
 typealias CounterStore = Store<Counter, EmptySideEffectDependencyContainer>
 
+/// The gate's self-test (`scripts/perf-gate benchmarks --inject-regression` sets KATANA_INJECT_REGRESSION=1): every
+/// store gets one more listener, which allocates on every change, so the check must see a dispatch allocate. Read at
+/// run time, so the self-test runs the build the gate has just checked instead of compiling Katana again.
+let injectedRegression = ProcessInfo.processInfo.environment["KATANA_INJECT_REGRESSION"] == "1"
+
+/// What the injected listener allocates: a class instance, which the optimiser cannot keep on the stack once it
+/// escapes into `blackHole`.
+final class InjectedAllocation {
+    let value: Int
+    init(_ value: Int) { self.value = value }
+}
+
 struct PassThrough: TypedDispatchInterceptor {
     func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
                                        forward: (any Dispatchable) throws -> Void) throws { try next(item) }
@@ -54,6 +67,7 @@ func makeStore(listeners: Int = 1, interceptors: Int = 0, dispatchInterceptors: 
                                                   interceptors: erased ? Array(repeating: ErasedPassThrough(), count: dispatchInterceptors)
                                                                       : Array(repeating: PassThrough(), count: dispatchInterceptors)))
     for _ in 0..<listeners { store.addListener { _, new in blackHole(new.value) } }
+    if injectedRegression { store.addListener { _, new in blackHole(InjectedAllocation(new.value)) } }
     // Readiness: the first dispatch is held until the store is ready, so awaiting one waits for it.
     try? await store.dispatch(Increment()).value
     return store

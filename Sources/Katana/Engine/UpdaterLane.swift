@@ -27,9 +27,6 @@ extension StoreEngine {
         _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool,
         typedLinks: Bool = false
     ) -> DispatchHandle<V> {
-        #if KATANA_INJECTED_REGRESSION
-        InjectedRegression.perDispatch()
-        #endif
         let thread = pthread_self()
         // Taken before anything else, the trace identity included: between one dispatch's give-back and its thread's
         // next take, a second producer waiting for the lane takes it, and the shorter that gap, the less often the
