@@ -175,6 +175,27 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
         #expect(store.state.counter == 1)
     }
 
+    /// An updater that waited in the lane, replaced by a side effect: the lane had claimed the updater's handle before
+    /// the interceptors ran, and the side effect, handed that handle, must run and resolve it rather than take the
+    /// claim for a cancellation (it returned without running, and whoever awaited the handle waited for ever: seen
+    /// as a hang of `nextWithAnotherItemDispatchesThatOneInstead` under ThreadSanitizer, where the updater sometimes
+    /// found the lane still held by the thread finishing the previous dispatch).
+    @Test(arguments: placements) func aQueuedUpdaterReplacedByASideEffectRunsItAndResolvesItsHandle(_ placement: InterceptorPlacement) async throws {
+        let store = placement.store([Intercepting { item, next in
+            if item is Increment { return try next(AppendFromSideEffect(value: 77)) }
+            try next(item)
+        }])
+        try await store.dispatch(Append(value: 1)).value
+        let hold = await LaneHold.start(store, appending: 2)
+        let handle = store.dispatch(Increment())
+        await hold.release()
+        #expect(await eventually(seconds: 30) { handle.isResolved }, "the replaced updater's handle never resolved")
+        guard handle.isResolved else { return }
+        try await handle.value
+        #expect(store.state.log == [1, 2, 77])
+        #expect(store.state.counter == 0)
+    }
+
     @Test(arguments: placements) func stateReadAfterNextIsTheNewOne(_ placement: InterceptorPlacement) async throws {
         let seen = Collector<(Int, Int)>()
         let store = placement.store([Reading(seen: seen)])

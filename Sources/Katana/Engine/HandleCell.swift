@@ -137,10 +137,16 @@ final class HandleCell: @unchecked Sendable {
 
     // MARK: Claiming and cancelling
 
-    /// Takes a waiting item to run it. `false`: it was cancelled first, and must not run.
+    /// Takes a side effect's item to start it: `true` if it was waiting, or if it is the handle of a queued updater
+    /// that the lane claimed before an interceptor put this side effect in its place (running; or asked to stop since,
+    /// which the body then sees); `false` if it was cancelled before it started (its handle already says so), and
+    /// then it must not run. Taking the lane's claim for a cancellation dropped the side effect and left its handle
+    /// pending for ever (`DispatchInterceptorTests.aQueuedUpdaterReplacedByASideEffectRunsItAndResolvesItsHandle`).
     @inlinable
     func claim() -> Bool {
-        phase.compareExchange(expected: Phase.waiting, desired: Phase.running, ordering: .acquiringAndReleasing).exchanged
+        let (claimed, found) = phase.compareExchange(expected: Phase.waiting, desired: Phase.running,
+                                                     ordering: .acquiringAndReleasing)
+        return claimed || found != Phase.cancelledBeforeStart
     }
 
     /// Takes a lane item to apply it: `true` if it was waiting, or was claimed already by the side effect an
