@@ -41,6 +41,7 @@ extension StoreEngine {
                                                         elsewhere: elsewhere))
         }
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
+        initialized.store(true, ordering: .releasing)
         while true {
             laneLock.lock()
             let taken = lane.takeEarlyItems()

@@ -88,6 +88,9 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
     /// effects dispatched from one thread while others apply updaters otherwise contend for.
     @usableFromInline final let readyForSideEffects = Atomic<Bool>(false)
+    /// Set once the initial state is in and the interceptors are set up, before the items kept until then run (they
+    /// see the store ready, as the public `isReady` promises): `ReadinessTests.itemsKeptUntilReadySeeTheStoreReady`.
+    @usableFromInline final let initialized = Atomic<Bool>(false)
 
     // The fields above are read on every dispatch and written only before the store is shared (or once before it is
     // ready). The two groups below are written on every dispatch — the lane's by every producer, the holder's by the
@@ -184,7 +187,7 @@ final class StoreEngine<S: State>: @unchecked Sendable {
         return lockedState.value
     }
 
-    @usableFromInline var isReady: Bool { laneLock.withLock { !lane.beforeReady } }
+    @usableFromInline var isReady: Bool { initialized.load(ordering: .acquiring) }
 
     @usableFromInline var listenerCount: Int { laneLock.withLock { listeners.count } }
 
