@@ -13,6 +13,9 @@ import KatanaTrace
 ///         .budget(ApplyPage.self, .microseconds(200)),
 ///     ])
 ///
+/// A budget is its dispatched type's: an updater dispatched `tracedAs:` another type (as KatanaRedux and KatanaRouter
+/// dispatch their actions) is timed against its own type's budget, and reported under the name it is traced as.
+///
 /// Costs nothing unless a backend listens; then two clock reads per dispatch of a budgeted type.
 public struct LatencyBudgets: Sendable, ExpressibleByArrayLiteral {
     /// One type's budget.

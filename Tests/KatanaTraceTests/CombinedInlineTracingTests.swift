@@ -139,6 +139,21 @@ private extension InMemoryTraceBackend {
         #expect(backend.events.contains { if case .budgetExceeded = $0 { true } else { false } })
     }
 
+    /// A budget is its updater's type's, also when the dispatch is traced under another type's name (`tracedAs:`,
+    /// as KatanaRedux and KatanaRouter dispatch their actions): timed with its three events, under the traced name,
+    /// with or without interceptors.
+    @Test(arguments: [false, true]) func aBudgetedUpdaterTracedAsAnotherTypeIsTimed(throughInterceptors: Bool) throws {
+        let backend = combining()
+        let passOn: StoreInterceptor = { _ in { next in { item in try next(item) } } }
+        let store = store(backend, interceptors: throughInterceptors ? [passOn] : [],
+                          budgets: [.budget(SlowBump.self, .microseconds(10))])
+        store.dispatch(SlowBump(), tracedAs: Bump.self)
+        let events = backend.dispatchEvents
+        #expect(events.map(\.0) == ["enqueue", "begin", "end"] && events.allSatisfy { $0.1.hasSuffix(".Bump") }, "\(events)")
+        let exceeded = backend.events.compactMap { if case let .budgetExceeded(e) = $0 { e } else { nil } }
+        #expect(exceeded.map(\.name.string) == events.prefix(1).map(\.1), "\(backend.events)")
+    }
+
     /// Apps run a logger and an observer interceptor on every dispatch: an inline updater through them is one event
     /// too, bracketing the whole chain, with the chain's outcome.
     @Test func throughInterceptorsAnInlineUpdaterIsOneEventWithTheChainsOutcome() async throws {

@@ -88,6 +88,11 @@ extension StoreEngine {
         }
         // This thread holds the lane, and no lock. How it applies the updater was chosen when the store became ready
         // (``HolderPlan``); asked here is only what each dispatch changes: traced or not, past the interceptors or not.
+        // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin are
+        // this moment, which it carries as its duration) instead of three — with or without interceptors. A budget is
+        // the updater's own type's (`U`, as `traceEnd` checks it), not the `tracedAs:` one (`type`):
+        // `CombinedInlineTracingTests.aBudgetedUpdaterTracedAsAnotherTypeIsTimed`.
+        let combined = id != 0 && combines(U.self)
         switch holderPlan {
         case .direct:
             if id == 0 {
@@ -95,7 +100,7 @@ extension StoreEngine {
                 releaseLane()
                 return DispatchHandle(ranInline: failure, success: success)
             }
-            if combines(type) {
+            if combined {
                 // Traced as one event at its end, and no lane item (it was most of what a recorded dispatch cost over
                 // an unrecorded one in `katana-bench micro --backend flight-recorder`).
                 if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
@@ -112,9 +117,6 @@ extension StoreEngine {
             break
         }
         let item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
-        // Traced through a backend that combines, with no budget to check: one event at the end (enqueue and begin
-        // are this moment, which it carries as its duration) instead of three — with or without interceptors.
-        let combined = id != 0 && combines(Swift.type(of: updater))  // the type a budget is checked for (`traceEnd`)
         if id != 0, !combined { traceEnqueue(item, route: .updaterInline, depth: 0) }
         // One that bypasses an intercepting store's interceptors takes the batch path too, which applies it past them.
         let appliedHere = switch holderPlan {
