@@ -104,7 +104,9 @@ test-inspector: setup
 ## step's last minutes waited for; the recording tests whose subject is how katana-trace record runs a session
 ## (`.aboutTheRecordingCommand`: the daemon started and stopped, signals, late registration, the live relay); and the
 ## flight recorder's resident-memory test (its subject is memory, not races).
-## Two processes, as `make test` runs them (scripts/run-tests.sh): the serialized recording suite beside the rest. In one
+## KATANA_SERIAL_TESTS: the core suites (KatanaTests) in a process of their own, one test at a time: in parallel under
+## TSan their threads contended for the two cores (134 s, 76 s of it in the kernel), one at a time they took 28 s.
+## Otherwise as `make test` runs them (scripts/run-tests.sh): the serialized recording suite beside the rest. In one
 ## process its every await waited behind the instrumented tests filling both of the cooperative pool's threads: in a
 ## CI rehearsal its first test ended after 327 s (of which 20 s its own) and the suite 187 s after everything else
 ## (564 s in all); side by side the two took 411 s here, the rest the longer.
@@ -117,6 +119,7 @@ TSAN_TIMEOUT ?= 2400
 test-tsan: setup
 	$(SWIFT) build --product katana-trace
 	@KATANA_TRACE_EXECUTABLE=$(CURDIR)/.build/debug/katana-trace KATANA_TSAN_SUITE=1 SWIFT_BACKTRACE=enable=no \
+		KATANA_SERIAL_TESTS='KatanaTests\.' \
 		TSAN_OPTIONS="detect_deadlocks=0 $$TSAN_OPTIONS" SWIFT=$(SWIFT) \
 		timeout --kill-after=30 $(TSAN_TIMEOUT) bash scripts/run-tests.sh --sanitize=thread --scratch-path .build-tsan; \
 	status=$$?; \

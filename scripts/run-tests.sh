@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The suite as two `swift test` processes at once: the LTTng recording suite (LTTngRecordingTests, serialized: real
+# The suite as two (or three) `swift test` processes at once: the LTTng recording suite (LTTngRecordingTests, serialized: real
 # sessions, one at a time, mostly waiting on the child processes it records) and everything else.
 #
 # Why two: in one process, the serialized suite's next test is a task queued behind every parallel test still
@@ -7,9 +7,14 @@
 # alone at the end of a 340 s run (`make test`'s per-test times). Side by side: 276 s, the rest taking 148 s and the
 # recording suite 269 s (slower for sharing the machine, and now the longer of the two).
 #
-# Usage: scripts/run-tests.sh [BUILD OPTIONS...]   (for the build and both: `make test-tsan` passes --sanitize=thread
-# and its own --scratch-path; the Makefile says what the split saves there)
-# The recording suite's output follows the rest's; the status is non-zero if either failed.
+# KATANA_SERIAL_TESTS (a --filter pattern; `make test-tsan` sets it to the core suites): those tests go in a third
+# process, one at a time. Under ThreadSanitizer the core suites took 134 s run in parallel (80 s user, 76 s system:
+# their threads, each several times slower instrumented, contending for two cores) and 28 s one at a time; in the
+# plain build 8 s and 10 s, so `make test` leaves them in parallel.
+#
+# Usage: scripts/run-tests.sh [BUILD OPTIONS...]   (for the build and every process: `make test-tsan` passes
+# --sanitize=thread and its own --scratch-path; the Makefile says what the split saves there)
+# The other processes' output follows the rest's; the status is non-zero if any failed.
 set -uo pipefail
 swift=${SWIFT:-swift}
 build=("$@")
@@ -22,20 +27,39 @@ log=$(mktemp /tmp/katana-recording-tests.XXXXXX)
 # two ran one after the other. Neither builds (--skip-build): nothing in the folder changes.
 $swift test --skip-build --ignore-lock "${build[@]}" --filter LTTngRecordingTests >"$log" 2>&1 &
 recording=$!
-# Interrupted (Ctrl-C, a cancelled job): the recording suite in the background goes too — with the test binary
-# `swift test` started, which would otherwise keep recording (and keep the session daemon it owns) after we are gone.
-stop_recording() {
-    if kill -0 "$recording" 2>/dev/null; then
-        pkill -TERM -P "$recording" 2>/dev/null
-        kill -TERM "$recording" 2>/dev/null
-    fi
-    rm -f "$log"
+serial=${KATANA_SERIAL_TESTS:-}
+rest_skips=(--skip LTTngRecordingTests)
+if [ -n "$serial" ]; then
+    serial_log=$(mktemp /tmp/katana-serial-tests.XXXXXX)
+    $swift test --skip-build --ignore-lock "${build[@]}" --filter "$serial" --no-parallel >"$serial_log" 2>&1 &
+    serial_pid=$!
+    rest_skips+=(--skip "$serial")
+fi
+# Interrupted (Ctrl-C, a cancelled job): the processes in the background go too — with the test binaries `swift test`
+# started, which would otherwise keep recording (and keep the session daemon the recording suite owns) after we are gone.
+stop_background() {
+    for pid in "$recording" ${serial_pid:-}; do
+        if kill -0 "$pid" 2>/dev/null; then
+            pkill -TERM -P "$pid" 2>/dev/null
+            kill -TERM "$pid" 2>/dev/null
+        fi
+    done
+    rm -f "$log" ${serial_log:-}
 }
-trap stop_recording EXIT
+trap stop_background EXIT
 trap 'exit 130' INT TERM
 
 status=0
-$swift test --skip-build --ignore-lock "${build[@]}" --skip LTTngRecordingTests || status=$?
+$swift test --skip-build --ignore-lock "${build[@]}" "${rest_skips[@]}" || status=$?
+if [ -n "$serial" ]; then
+    wait "$serial_pid" || serial_status=$?
+    echo "---- $serial (one at a time, beside the rest) ----"
+    cat "$serial_log"
+    if [ "${serial_status:-0}" -ne 0 ]; then
+        echo "run-tests: $serial failed (status ${serial_status})" >&2
+        status=1
+    fi
+fi
 wait "$recording" || recording_status=$?
 echo "---- LTTngRecordingTests (run beside the rest) ----"
 cat "$log"
