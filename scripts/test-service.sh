@@ -38,7 +38,9 @@ fi
 # Debian's prometheus package starts a Prometheus of its own as a service where there is an init system; the check
 # runs its own.
 
-swift build --package-path Examples/MetricsService --scratch-path "$build"
+# From scratch when the incremental build fails (a file deleted from the package since: see scripts/build-docs.sh).
+swift build --package-path Examples/MetricsService --scratch-path "$build" >/dev/null 2>&1 ||
+  { rm -rf "$build" && swift build --package-path Examples/MetricsService --scratch-path "$build"; }
 case "$1" in
   metrics) python3 Examples/MetricsService/check_prometheus.py "$service" ;;
   inspector)
