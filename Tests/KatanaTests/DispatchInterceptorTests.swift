@@ -196,6 +196,28 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
         #expect(store.state.counter == 0)
     }
 
+    /// The same, cancelled by its interceptor after the lane claimed it and before the side effect was put in its
+    /// place: the side effect starts cancelled and its handle rejects with `CancellationError` (never left pending).
+    @Test(arguments: placements) func aQueuedUpdaterCancelledAndReplacedByASideEffectRejectsItsHandle(_ placement: InterceptorPlacement) async throws {
+        let pending = Collector<DispatchHandle<Void>>()
+        let store = placement.store([Intercepting { item, next in
+            if item is Increment {
+                pending.all.first?.cancel()
+                return try next(AppendFromSideEffect(value: 77))
+            }
+            try next(item)
+        }])
+        try await store.dispatch(Append(value: 1)).value
+        let hold = await LaneHold.start(store, appending: 2)
+        let handle = store.dispatch(Increment())
+        pending.append(handle)
+        await hold.release()
+        #expect(await eventually(seconds: 30) { handle.isResolved }, "the replaced updater's handle never resolved")
+        guard handle.isResolved else { return }
+        await #expect(throws: CancellationError.self) { try await handle.value }
+        #expect(store.state.log.prefix(2) == [1, 2])
+    }
+
     @Test(arguments: placements) func stateReadAfterNextIsTheNewOne(_ placement: InterceptorPlacement) async throws {
         let seen = Collector<(Int, Int)>()
         let store = placement.store([Reading(seen: seen)])
