@@ -14,10 +14,9 @@ python3 scripts/perf-table --check
 # (scripts/symbol-graphs says why not `swift package dump-symbol-graph`.)
 swift build >/dev/null 2>&1 || swift build
 inspector_build=.build/examples/services
-# From scratch when the incremental build fails, as `make examples` does: an example's build of the path dependency
-# keeps its list of sources, and a file deleted from the package since is then a "missing input" it cannot get past.
-swift build --package-path Examples/MetricsService --scratch-path "$inspector_build" >/dev/null 2>&1 ||
-  { rm -rf "$inspector_build" && swift build --package-path Examples/MetricsService --scratch-path "$inspector_build"; }
+# Built as `make examples` builds it, there (from scratch when the incremental build fails: a file deleted from the
+# package since is a "missing input" an example's build of the path dependency cannot get past).
+${MAKE:-make} --no-print-directory examples EXAMPLES=MetricsService
 graphs=.build/symbolgraph
 rm -rf "$graphs"
 python3 scripts/symbol-graphs "$graphs" .build \

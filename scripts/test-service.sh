@@ -38,9 +38,8 @@ fi
 # Debian's prometheus package starts a Prometheus of its own as a service where there is an init system; the check
 # runs its own.
 
-# From scratch when the incremental build fails (a file deleted from the package since: see scripts/build-docs.sh).
-swift build --package-path Examples/MetricsService --scratch-path "$build" >/dev/null 2>&1 ||
-  { rm -rf "$build" && swift build --package-path Examples/MetricsService --scratch-path "$build"; }
+# Built as `make examples` builds it, in $build (from scratch when the incremental build fails).
+${MAKE:-make} --no-print-directory examples EXAMPLES=MetricsService
 case "$1" in
   metrics) python3 Examples/MetricsService/check_prometheus.py "$service" ;;
   inspector)

@@ -119,7 +119,7 @@ struct Micro: AsyncParsableCommand {
     /// The performance gate's self-test (`make perf-gate-selftest`): the gate must fail on a slower dispatch, so this
     /// makes every store's dispatch slower by one more listener (``Micro/injectedListener(_:)``). A listener, not a
     /// change to Katana: the self-test then measures the very build the gate has just measured, instead of compiling
-    /// Katana and everything that uses it again (a trait did that: 103 of the self-test's 160 s in a CI rehearsal).
+    /// Katana and everything that uses it again, as a build trait for it did.
     @Flag(name: .customLong("inject-regression"), help: .hidden)
     var injectRegression = false
 
@@ -397,8 +397,8 @@ struct Micro: AsyncParsableCommand {
     }
 
     /// `--inject-regression`'s listener: one heap allocation and some arithmetic per change, on the path every dispatch
-    /// already takes (its listeners). With the call, about 170 instructions: three quarters again an untraced
-    /// fire-and-forget dispatch's, half again an awaited round trip's (`make perf-gate-selftest`).
+    /// already takes (its listeners), enough that both of the self-test's callgrind workloads must go over their
+    /// thresholds (`make perf-gate-selftest`).
     @inline(never)
     static func injectedListener(_ counter: Int) {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
