@@ -92,6 +92,62 @@ import Testing
         #expect(calledAfterUnsubscribe.value == 0)
     }
 
+    /// The same, with the listeners unsubscribed from another thread while the dispatching thread is telling them: what
+    /// they hold is released once that delivery is over, not while it may still read their boxes, and not under the
+    /// store's locks — here its release dispatches and unsubscribes, which would deadlock there.
+    @Test func aListenerUnsubscribedFromAnotherThreadDuringADeliveryIsReleasedAfterItOutsideTheLocks() async throws {
+        let store = makeStore()
+        let gate = Gate()
+        store.addListener { _, new in
+            if new.counter == 1 {
+                gate.started.signal()
+                gate.release.wait()
+            }
+        }
+        let released = Counter()
+        var unsubscribe: StoreUnsubscribe? = {
+            let tracked = ReachingTheStoreOnRelease(store: store, released: released)
+            return store.addListener { _, _ in withExtendedLifetime(tracked) {} }
+        }()
+        let delivered = DispatchSemaphore(value: 0)
+        Thread {
+            store.dispatch(Increment())
+            delivered.signal()
+        }.start()
+        await onThread { gate.started.wait() }
+        unsubscribe?()
+        unsubscribe = nil
+        #expect(released.value == 0, "released while a delivery could still read its box")
+        gate.release.signal()
+        let inTime = await onThread { delivered.wait(timeout: .now() + 30) == .success }
+        #expect(inTime, "the dispatch deadlocked")
+        guard inTime else { return }
+        #expect(released.value == 1, "kept after the delivery that could read it")
+        #expect(await eventually { store.state.counter == 2 }, "the release's own dispatch was lost")
+    }
+
+    /// A listener that, on each change, replaces itself with a new one: the lists replaced while the lane was held
+    /// are let go when it is given back, so what the old listeners hold does not pile up over many dispatches.
+    @Test func listenersReplacedDuringEveryDeliveryDoNotPileUp() async throws {
+        let store = makeStore()
+        let released = Counter()
+        let current = Unsubscribes()
+        @Sendable func subscribeNext() {
+            let tracked = Tracked(released)
+            current.add(store.addListener { _, _ in
+                withExtendedLifetime(tracked) {
+                    for unsubscribe in current.takeAll() { unsubscribe() }
+                    subscribeNext()
+                }
+            })
+        }
+        subscribeNext()
+        for _ in 0..<200 { store.dispatch(Increment()) }
+        #expect(released.value == 200, "the replaced listeners' captures are still held")
+        for unsubscribe in current.takeAll() { unsubscribe() }
+        #expect(released.value == 201)
+    }
+
     /// A dispatch that finds the lane idle takes it without `laneLock` and reads the listeners under the state lock;
     /// a listener added meanwhile must hear every change from some change on, with none skipped and none twice.
     @Test(arguments: [false, true])
@@ -209,6 +265,22 @@ private final class Tracked: Sendable {
     let released: Counter
     init(_ released: Counter) { self.released = released }
     deinit { released.increment() }
+}
+
+/// Counts its own release, and reaches the store when released — dispatches, and unsubscribes a listener of its own,
+/// as an app's view model does: a release under the store's locks deadlocks.
+private final class ReachingTheStoreOnRelease: Sendable {
+    let store: TestStore
+    let released: Counter
+    init(store: TestStore, released: Counter) {
+        self.store = store
+        self.released = released
+    }
+    deinit {
+        released.increment()
+        store.dispatch(Increment())
+        store.addListener { _, _ in }()
+    }
 }
 
 /// Unsubscribe closures, taken all at once.

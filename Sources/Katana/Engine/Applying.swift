@@ -74,11 +74,12 @@ extension StoreEngine {
         }
     }
 
-    /// Tells `listeners` of the changes the batch recorded (`applyLocked`), now or on their executor, and traces them
+    /// Tells the listeners of `list` of the changes the batch recorded (`applyLocked`), now or on their executor, and traces them
     /// as one `listeners_notified`. (An updater applied inline tells its listeners in `applyAndNotify`, and its trace
     /// event carries how many: `traceFinish`.)
     @inlinable
-    final func deliverChanges(to listeners: [ListenerBox<S>]) {
+    final func deliverChanges(to list: ListenerList<S>) {
+        let listeners = list.boxes  // `list` is kept until the last of them is told, on their executor too
         var delivered = 0
         if newStatePending {
             // New-state listeners only: the state after the batch, once.
@@ -89,7 +90,7 @@ extension StoreEngine {
                 listeners.tell(new: state)
             } else {
                 configuration.listenerExecutor.run {
-                    listeners.tell(new: state)
+                    list.boxes.tell(new: state)
                 }
             }
         }
@@ -109,7 +110,7 @@ extension StoreEngine {
                 let batch = changes
                 configuration.listenerExecutor.run {
                     for (old, new) in batch {
-                        listeners.tell(old, new)
+                        list.boxes.tell(old, new)
                     }
                 }
             }

@@ -23,7 +23,7 @@ extension StoreEngine {
         let listeners = listenersForBatch()
         if item.id != 0, !alreadyTraced { traceEnqueue(item, route: .updaterInline, depth: 0) }
         laneLock.unlock()
-        finish(item, process(item, route: .updaterInline, recordChanges: !listeners.isEmpty))
+        finish(item, process(item, route: .updaterInline, recordChanges: !listeners.boxes.isEmpty))
         deliverChanges(to: listeners)
         resolveFinished()
         releaseLane()

@@ -7,22 +7,77 @@ extension StoreEngine {
     /// The listeners for the items the lane holder applies next through the batch path, with `keepOldStates` set
     /// for them (whether each change must keep the state before it). Caller holds `laneLock` and the lane.
     @inlinable
-    final func listenersForBatch() -> [ListenerBox<S>] {
-        keepOldStates = listenersNeedOldState
+    final func listenersForBatch() -> ListenerList<S> {
+        keepOldStates = listeners.needsOldState
         return listeners
     }
 
     /// Changes the listeners with both locks held: the state lock (an updater applied inline reads them under it,
     /// having taken the lane lock-free) and `laneLock` (the batch paths read them under it), in that order. From
     /// inside an updater this store is applying on this thread (a misuse), the state lock is this thread's already.
+    /// The list replaced is let go after both locks are given back (what a listener holds may dispatch when it is
+    /// released), or later, when the lane is given up (``keepWhileLaneHeld(_:)``).
     final func changeListeners(_ change: (inout [ListenerBox<S>]) -> Void) {
         let applying = lockedState.isHeldByThisThread
         if !applying { lockedState.lock() }
         laneLock.lock()
-        change(&listeners)
-        listenersNeedOldState = listeners.contains { $0.needsOldState }
+        var boxes = Array(listeners.boxes)
+        change(&boxes)
+        let replaced = listeners
+        listeners = ListenerList(boxes)
+        keepWhileLaneHeld(replaced)
         laneLock.unlock()
         if !applying { lockedState.unlock() }
+        extendLifetime(replaced)
+    }
+
+    /// A thread that took the lane lock-free reads the listeners under the state lock and tells them after giving
+    /// that lock back, without a reference of its own (`applyAndNotify`): a list replaced while the lane is held stays
+    /// until the lane is given up. Marking the word `queued` makes the holder's lock-free give-back fail, so it gives
+    /// the lane up under `laneLock` (`drainBatch`, `helpDrain`), which lets the list go. Caller holds `laneLock`.
+    /// (`ListenerTests.aListenerUnsubscribedFromAnotherThreadDuringADeliveryIsReleasedAfterItOutsideTheLocks`,
+    /// `listenersReplacedDuringEveryDeliveryDoNotPileUp`.)
+    final func keepWhileLaneHeld(_ replaced: ListenerList<S>) {
+        var bits = laneWord.bits.load(ordering: .acquiring)
+        while bits & LaneWord.busy != 0 {
+            let (done, seen) = laneWord.bits.compareExchange(expected: bits, desired: bits | LaneWord.queued,
+                                                             ordering: .acquiringAndReleasing)
+            if done {
+                replacedListeners.append(replaced)
+                return
+            }
+            bits = seen
+        }
+    }
+}
+
+/// A store's listeners as one list that never changes: a change of them makes a new one (`changeListeners`). The
+/// boxes sit in memory the list owns, so the thread that applies an updater reads them as a plain pointer and count
+/// under the state lock and tells them after, with no reference counted per change (an array it kept was one
+/// retain and one release per dispatch: the callgrind gate's `fire_and_forget`). What keeps that memory alive while
+/// it tells them: `StoreEngine.keepWhileLaneHeld(_:)`.
+@usableFromInline
+final class ListenerList<S: State>: @unchecked Sendable {
+    // Why @unchecked Sendable is sound: both fields are set in `init` and never changed; the memory `boxes` points to
+    // is written there and only read after.
+    @usableFromInline let boxes: UnsafeBufferPointer<ListenerBox<S>>
+    /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
+    @usableFromInline let needsOldState: Bool
+
+    init(_ boxes: [ListenerBox<S>]) {
+        if boxes.isEmpty {
+            self.boxes = UnsafeBufferPointer(start: nil, count: 0)
+        } else {
+            let memory = UnsafeMutableBufferPointer<ListenerBox<S>>.allocate(capacity: boxes.count)
+            _ = memory.initialize(from: boxes)
+            self.boxes = UnsafeBufferPointer(memory)
+        }
+        needsOldState = boxes.contains { $0.needsOldState }
+    }
+
+    deinit {
+        UnsafeMutableBufferPointer(mutating: boxes).deinitialize()
+        boxes.deallocate()
     }
 }
 

@@ -27,7 +27,10 @@ extension StoreEngine {
         let leftover = lane.endTurn(thread: pthread_self())
         wakeProducersIfRoom()
         offerSpareCells()
+        var replaced: [ListenerList<S>] = []  // kept while the lane was held (`keepWhileLaneHeld`)
+        if !replacedListeners.isEmpty { swap(&replaced, &replacedListeners) }
         laneLock.unlock()
+        extendLifetime(replaced)  // let go outside the lock: what a listener holds may reach the store
         if leftover { updaterQueue.async { self.kick() } }
     }
 
@@ -77,7 +80,10 @@ extension StoreEngine {
         laneLock.lock()
         guard lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer) else {
             offerSpareCells()  // the lane is given up: what this holder recycled goes to the producers
+            var replaced: [ListenerList<S>] = []  // kept while the lane was held (`keepWhileLaneHeld`)
+            if !replacedListeners.isEmpty { swap(&replaced, &replacedListeners) }
             laneLock.unlock()
+            extendLifetime(replaced)  // let go outside the lock: what a listener holds may reach the store
             return nil
         }
         wakeProducersIfRoom()
@@ -85,7 +91,7 @@ extension StoreEngine {
         let listeners = listenersForBatch()
         laneLock.unlock()
 
-        let record = !listeners.isEmpty
+        let record = !listeners.boxes.isEmpty
         let count = drainBuffer.count
         if !intercepting {
             // No interceptors: apply the whole batch under one acquisition of the state lock. The items are used in

@@ -103,16 +103,16 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     /// lane with nothing queued is taken through `laneWord` alone (`LaneWord.tryTake`), and a holder with nothing
     /// queued since it took the lane gives it back the same way.
     @usableFromInline @exclusivity(unchecked) final var lane: LaneState  // laneLock
-    /// Changed with both the state lock and `laneLock` held (``changeListeners(_:)``), read with either.
-    @usableFromInline @exclusivity(unchecked) final var listeners: [ListenerBox<S>] = []
-    /// Whether any listener takes `(old, new)`: then every change keeps a copy of the state before it.
-    @usableFromInline @exclusivity(unchecked) final var listenersNeedOldState = false  // as `listeners`
+    /// Replaced with both the state lock and `laneLock` held (``changeListeners(_:)``), read with either.
+    @usableFromInline @exclusivity(unchecked) final var listeners = ListenerList<S>([])
+    /// Lists replaced while a thread held the lane, kept until it gives the lane up (``keepWhileLaneHeld(_:)``).
+    @usableFromInline @exclusivity(unchecked) final var replacedListeners: [ListenerList<S>] = []  // laneLock
 
     @usableFromInline final let padBeforeHolder = CacheLinePad()
 
     @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
-    /// The lane holder's snapshot of `listenersNeedOldState` for the items it applies now.
+    /// The lane holder's snapshot of `listeners.needsOldState` for the items it applies now.
     @usableFromInline @exclusivity(unchecked) final var keepOldStates = false  // lane holder
     /// How many listeners the lane holder's last inline change was handed to (`applyAndNotify`), for that updater's
     /// trace event: read before the lane is given back, so no other change comes between.
@@ -189,7 +189,7 @@ final class StoreEngine<S: State>: @unchecked Sendable {
 
     @usableFromInline var isReady: Bool { initialized.load(ordering: .acquiring) }
 
-    @usableFromInline var listenerCount: Int { laneLock.withLock { listeners.count } }
+    @usableFromInline var listenerCount: Int { laneLock.withLock { listeners.boxes.count } }
 
     // MARK: Dispatching
 

@@ -132,7 +132,7 @@ extension StoreEngine {
         laneLock.lock()
         let listeners = listenersForBatch()
         laneLock.unlock()
-        let result = process(item, route: .updaterInline, recordChanges: !listeners.isEmpty, combined: combined)
+        let result = process(item, route: .updaterInline, recordChanges: !listeners.boxes.isEmpty, combined: combined)
         deliverChanges(to: listeners)
         let handle = inlineHandle(result, success: success, parentID: parentID)
         releaseLane()
@@ -162,16 +162,18 @@ extension StoreEngine {
     /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners.
     /// (Generic, so the direct paths and the typed chain's end apply it specialised, and the erased chain's end —
     /// its existential opened — through its witness, with one body here.) The listeners are read under the state
-    /// lock, which every change of them holds too: a dispatch that took the lane lock-free holds no other lock.
+    /// lock, which every change of them holds too: a dispatch that took the lane lock-free holds no other lock. They
+    /// are read as their list's pointer and count, no reference kept: a list replaced meanwhile stays until this
+    /// thread gives the lane back (``ListenerList``).
     @inlinable @inline(__always)
     final func applyAndNotify<U: AnyStateUpdater>(_ updater: U) -> KatanaError? {
         var failure: KatanaError?
         lockedState.lock()
-        let listeners = self.listeners
+        let listeners = self.listeners.boxes
         if listeners.isEmpty {
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
             lockedState.unlock()
-        } else if listenersNeedOldState {
+        } else if self.listeners.needsOldState {
             let old = lockedState.value
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
             let new = lockedState.value
@@ -373,17 +375,16 @@ final class LockedState<S: State>: @unchecked Sendable {
     }
 }
 
-extension Array {
+extension UnsafeBufferPointer {
     /// Tells every listener in this list still subscribed of a change. Neither a box nor its closure is retained: the
-    /// list, which the caller holds for the whole loop, keeps them all alive. The boxes are read in place (`span`), and
-    /// each listener is called from its box lent to a closure (`_withUnsafeGuaranteedRef`): read from the list
-    /// directly, its closure was retained and released around every call; `for box in self`, the box too — two
-    /// atomic operations per listener per change either way (the callgrind gate's `listeners_4`).
+    /// list's owner (``ListenerList``), kept alive for the whole loop, keeps them all alive. Each listener is called
+    /// from its box lent to a closure (`_withUnsafeGuaranteedRef`): read from the list directly, its closure was
+    /// retained and released around every call; `for box in self`, the box too — two atomic operations per listener
+    /// per change either way (the callgrind gate's `listeners_4`).
     @inlinable @inline(__always)
     func tell<S: State>(_ old: S, _ new: S) where Element == ListenerBox<S> {
-        let boxes = span
-        for index in boxes.indices {
-            Unmanaged.passUnretained(boxes[index])._withUnsafeGuaranteedRef {
+        for index in indices {
+            Unmanaged.passUnretained(self[index])._withUnsafeGuaranteedRef {
                 if $0.active.load(ordering: .acquiring) { $0.listener(old, new) }
             }
         }
