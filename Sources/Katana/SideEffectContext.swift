@@ -171,8 +171,8 @@ extension SideEffectContext: AnySideEffectContext {
 ///
 /// The copy is made in a protocol extension, generic over the conforming type, and its scope set through a
 /// requirement: made in `SideEffectContext`'s own method, returning it as the existential looked up
-/// `SideEffectContext<S, D>`'s metadata from `S` and `D` on every side effect (the callgrind gate's
-/// `side_effect_round_trip`, +3 %); here the conformance hands that metadata over.
+/// `SideEffectContext<S, D>`'s metadata from `S` and `D` on every side effect; here the conformance hands that
+/// metadata over (guarded by the callgrind gate's `side_effect_round_trip`).
 @usableFromInline
 protocol ScopedSideEffectContext: AnySideEffectContext {
     mutating func setScope(_ scope: HandleCell?)

@@ -46,11 +46,10 @@ extension StoreEngine {
                 return DispatchHandle(ranInline: failure, success: success)
             }
             if inlinePlan == .intercepted, !bypassInterceptors, !tracingEnabled {
-                // Untraced through the interceptors, where `applyOrQueue` would send it after a dozen questions: 7 %
-                // fewer instructions (the callgrind gate's `interceptors_3`, `dispatch_interceptors_3`). The check
-                // costs the plain dispatch 3 instructions (`fire_and_forget`: a register more to keep); made first
-                // thing in `applyOrQueue` instead, it saved the interceptors 1 %, the call into that large function
-                // being most of what they paid.
+                // Untraced through the interceptors, where `applyOrQueue` would send it after a dozen questions
+                // (the callgrind gate's `interceptors_3`, `dispatch_interceptors_3`). Asked here rather than first
+                // thing in `applyOrQueue`: the call into that large function was most of what the interceptors paid,
+                // and the plain dispatch pays only a register more to keep (`fire_and_forget`).
                 return applyInlineThroughLinks(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
                                                combined: false, success: success)
             }
@@ -182,8 +181,8 @@ extension StoreEngine {
         } else {
             // New-state listeners only: the state changes in place (no copy kept to copy-on-write against), and they
             // are lent it where it lies (`tell(inPlace:)`). The (old, new) form above needs no such help: there the
-            // compiler already hands `new` over without a retain of its own (callgrind). One notifier for both that
-            // took `old` as an optional made the gate's `fire_and_forget` 443 instructions, from 296.
+            // compiler already hands `new` over without a retain of its own. One notifier for both, taking `old` as an
+            // optional, made every dispatch unwrap and count references again (the callgrind gate's `fire_and_forget`).
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
             lockedState.unlock()
             if failure == nil { listeners.tell(inPlace: &lockedState.value) }
@@ -294,8 +293,8 @@ enum TracePlan: UInt8, Sendable {
 /// store is applying on that thread gets the state as it is instead of deadlocking.
 ///
 /// The lock is a futex word of its own rather than a ``Lock``: taken with one compare-and-swap and given back with one
-/// exchange, the kernel called only when another thread holds it — where `pthread_mutex_trylock` and `unlock` cost
-/// about 58 instructions between them on every dispatch (the callgrind gate's `fire_and_forget`). It is contended only
+/// exchange, the kernel called only when another thread holds it — where `pthread_mutex_trylock` and `unlock` are
+/// calls into the C library with more work of their own on every dispatch (the callgrind gate's `fire_and_forget`). It is contended only
 /// between the lane's holder and readers of the state: the lane already makes the writers take turns. Swift's atomics
 /// change the word, so ThreadSanitizer sees every acquisition and release (`swift test --sanitize=thread`).
 @usableFromInline
