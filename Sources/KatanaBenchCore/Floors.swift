@@ -76,7 +76,7 @@ enum Floors {
     /// adaptive, lets the thread that unlocks take the lock straight back, so a run was anything from one thread
     /// alone for long stretches to a handoff per update, varying several-fold from one run to the next, and
     /// a ratio to it meant little.
-    /// Under ThreadSanitizer, which does not see `Mutex`'s lock and would report its counter as a race (STYLE.md),
+    /// Under ThreadSanitizer, which does not see `Mutex`'s lock and would report its counter as a race,
     /// the pthread counter stands in: figures from a sanitized build mean nothing anyway.
     static func twoThreadsOnOneLock(count: Int) -> Double {
         threadSanitizerIsActive ? twoThreads(on: LockedCounter(), count: count) : twoThreads(on: MutexCounter(), count: count)

@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 
 /// A `pthread_mutex_t` lock. Used instead of `Synchronization.Mutex` because ThreadSanitizer on Linux does not
-/// see `Mutex`'s lock and reports false races (see STYLE.md); with this lock a TSan report is always real.
+/// see `Mutex`'s lock and reports false races; with this lock a TSan report is always real.
 @usableFromInline
 class Lock: @unchecked Sendable {
     // The mutex lives at a stable heap address for the life of the object, as pthreads requires, alone in its cache
