@@ -61,7 +61,10 @@ extension StoreEngine {
 
     /// `enqueueUpdater`'s every other case: the lane taken but the dispatch traced, intercepted or its listeners on
     /// an executor; or the lane busy (a brief wait for it, then the queue) or the store not ready (kept until it is).
-    @inlinable
+    /// Always inlined: called, a recorded dispatch paid the call's arguments and both functions' register saves (the
+    /// callgrind gate's `fire_and_forget_flight_recorder` and `_metrics`), more than the larger frame costs the
+    /// untraced ones (`fire_and_forget`, `dispatch_interceptors_3`).
+    @inlinable @inline(__always)
     final func applyOrQueue<U: AnyStateUpdater, V: Sendable>(
         _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool, typedLinks: Bool,
         thread: UInt, holdsLane: Bool
