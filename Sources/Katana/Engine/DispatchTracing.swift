@@ -132,15 +132,21 @@ extension StoreEngine {
     }
 
     /// Whether a traced updater of `type` applied by its dispatching thread is traced as one event at its end, as the
-    /// store's ``TracePlan`` says: only a store with budgets asks the type. Out of line (see `traceStart`).
-    @usableFromInline @inline(never)
+    /// store's ``TracePlan`` says: only a store with budgets asks the type (``hasNoBudget(_:)``). Inlined: called, it
+    /// was a call on every recorded dispatch for what is one byte compared in a store without budgets (the callgrind
+    /// gate's `fire_and_forget_flight_recorder`, `_metrics`).
+    @inlinable @inline(__always)
     final func combines(_ type: Any.Type) -> Bool {
         switch tracePlan {
         case .combined: true
-        case .combinedUnlessBudgeted: budgets.limit(for: type) == nil
+        case .combinedUnlessBudgeted: hasNoBudget(type)
         case .threeEvents: false
         }
     }
+
+    /// Whether `type` has no latency budget in this store. Out of line (see `traceStart`).
+    @usableFromInline @inline(never)
+    final func hasNoBudget(_ type: Any.Type) -> Bool { budgets.limit(for: type) == nil }
 
     /// Tells the dispatch recorder of the updater an interceptor chain's end is about to apply — what the interceptors
     /// passed on, under the ids of the dispatch whose chain it is (`chainRecord`).
