@@ -74,9 +74,9 @@ extension StoreEngine {
         }
     }
 
-    /// Tells the listeners of `list` of the changes the batch recorded (`applyLocked`), now or on their executor, and traces them
-    /// as one `listeners_notified`. (An updater applied inline tells its listeners in `applyAndNotify`, and its trace
-    /// event carries how many: `traceFinish`.)
+    /// Tells the listeners of `list` of the changes the batch recorded (`applyLocked`), now or on their executor, and
+    /// traces them as one `listeners_notified`. (An updater applied inline tells its listeners in `applyAndNotify`,
+    /// and its trace event carries how many: `traceFinish`.)
     @inlinable
     final func deliverChanges(to list: ListenerList<S>) {
         let listeners = list.boxes  // `list` is kept until the last of them is told, on their executor too

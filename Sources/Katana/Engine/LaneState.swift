@@ -195,7 +195,8 @@ struct LaneState {
 /// with another (``releaseIfNothingQueued()``), without `laneLock`. Everything else that changes it does so with
 /// `laneLock` held, by compare-and-swap where a lock-free taker could change it meanwhile: a producer that queues sets
 /// `queued`, so it either lands before the holder's give-back (which then fails, and the holder takes the lock and
-/// helps drain the lane) or sees the lane idle and takes it.
+/// helps drain the lane) or sees the lane idle and takes it; a change of listeners sets it the same way
+/// (``markQueuedIfHeld()``), to hear when the holder is done with the list it replaced.
 @usableFromInline
 final class LaneWord: Sendable {
     @usableFromInline static let busy: UInt8 = 1
@@ -283,5 +284,19 @@ final class LaneWord: Sendable {
     @inlinable @inline(__always)
     func releaseIfNothingQueued() -> Bool {
         bits.compareExchange(expected: LaneWord.busy, desired: 0, ordering: .releasing).exchanged
+    }
+
+    /// Marks a held lane `queued`, so that its holder's lock-free give-back fails and it gives the lane up under
+    /// `laneLock`: what must wait until the holder is done waits there (a listener list it may still be reading:
+    /// `StoreEngine.keepWhileLaneHeld`). `false`: the lane is idle, nobody to wait for. Caller holds `laneLock`.
+    func markQueuedIfHeld() -> Bool {
+        var seen = bits.load(ordering: .acquiring)
+        while seen & LaneWord.busy != 0 {
+            let (done, now) = bits.compareExchange(expected: seen, desired: seen | LaneWord.queued,
+                                                   ordering: .acquiringAndReleasing)
+            if done { return true }
+            seen = now
+        }
+        return false
     }
 }

@@ -38,16 +38,7 @@ extension StoreEngine {
     /// (`ListenerTests.aListenerUnsubscribedFromAnotherThreadDuringADeliveryIsReleasedAfterItOutsideTheLocks`,
     /// `listenersReplacedDuringEveryDeliveryDoNotPileUp`.)
     final func keepWhileLaneHeld(_ replaced: ListenerList<S>) {
-        var bits = laneWord.bits.load(ordering: .acquiring)
-        while bits & LaneWord.busy != 0 {
-            let (done, seen) = laneWord.bits.compareExchange(expected: bits, desired: bits | LaneWord.queued,
-                                                             ordering: .acquiringAndReleasing)
-            if done {
-                replacedListeners.append(replaced)
-                return
-            }
-            bits = seen
-        }
+        if laneWord.markQueuedIfHeld() { replacedListeners.append(replaced) }
     }
 }
 

@@ -297,9 +297,10 @@ enum TracePlan: UInt8, Sendable {
 ///
 /// The lock is a futex word of its own rather than a ``Lock``: taken with one compare-and-swap and given back with one
 /// exchange, the kernel called only when another thread holds it — where `pthread_mutex_trylock` and `unlock` are
-/// calls into the C library with more work of their own on every dispatch (the callgrind gate's `fire_and_forget`). It is contended only
-/// between the lane's holder and readers of the state: the lane already makes the writers take turns. Swift's atomics
-/// change the word, so ThreadSanitizer sees every acquisition and release (`swift test --sanitize=thread`).
+/// calls into the C library with more work of their own on every dispatch (the callgrind gate's `fire_and_forget`).
+/// It is contended only between the lane's holder and readers of the state: the lane already makes the writers take
+/// turns. Swift's atomics change the word, so ThreadSanitizer sees every acquisition and release (`swift test
+/// --sanitize=thread`).
 @usableFromInline
 final class LockedState<S: State>: @unchecked Sendable {
     /// The state. Guarded by this lock.
