@@ -7,9 +7,8 @@ import Testing
     let a: UInt = 0xA000, b: UInt = 0xB000, c: UInt = 0xC000
 
     func item(from thread: UInt) -> LaneItem {
-        var item = LaneItem(updater: Increment(), cell: nil, id: 0, parentID: 0, name: nil, bypass: false)
-        item.slot = LaneQueue.slot(of: thread)
-        return item
+        LaneItem(updater: Increment(), cell: nil, id: 0, parentID: 0, name: nil, bypass: false,
+                 slot: LaneQueue.slot(of: thread))
     }
 
     func ready(limit: Int? = nil) -> LaneState {
@@ -50,7 +49,7 @@ import Testing
         #expect(lane.busy && lane.owner == a)
         let r10 = lane.arrive(thread: b)
         #expect(r10 == .enqueue)
-        lane.enqueue(item(from: b))
+        lane.pending.append(item(from: b))
         // Work arrived while A applied its own: A keeps the lane and helps drain it.
         #expect(lane.busy && lane.owner == a)
         var batch: [LaneItem] = []
@@ -75,7 +74,7 @@ import Testing
         #expect(tookAgain == .applyInline)
         let queued = lane.arrive(thread: c)
         #expect(queued == .enqueue)
-        lane.enqueue(item(from: c))
+        lane.pending.append(item(from: c))
         #expect(!lane.word.releaseIfNothingQueued())
         #expect(lane.busy && lane.owner == b)
         var batch: [LaneItem] = []
@@ -91,7 +90,7 @@ import Testing
         // A turn that ends with work left leaves the mark, and whoever takes the lane next starts marked.
         let holder = lane.arrive(thread: a)
         #expect(holder == .applyInline)
-        lane.enqueue(item(from: b))
+        lane.pending.append(item(from: b))
         let left = lane.endTurn(thread: a)
         #expect(left)
         let behind = lane.arrive(thread: c)
@@ -121,7 +120,7 @@ import Testing
         #expect(!lane.word.tryTake(thread: b), "taken already")
         let behind = lane.arrive(thread: b)
         #expect(behind == .enqueue, "a locked arrival sees the lane taken lock-free as busy")
-        lane.enqueue(item(from: b))
+        lane.pending.append(item(from: b))
         #expect(!lane.word.releaseIfNothingQueued())
         #expect(lane.busy && lane.owner == a, "the failed give-back leaves the holder holding, to drain what was queued")
         var batch: [LaneItem] = []
@@ -131,7 +130,7 @@ import Testing
         #expect(!none)
 
         #expect(lane.word.tryTake(thread: b))
-        lane.enqueue(item(from: c))
+        lane.pending.append(item(from: c))
         let left = lane.endTurn(thread: b)
         #expect(left)
         #expect(!lane.word.tryTake(thread: c), "work left behind is taken by whoever helps drain the lane, under the lock")
@@ -156,7 +155,7 @@ import Testing
         #expect(!lane.word.spinTake(thread: b, nanoseconds: 1_000), "a holder that stays: the wait ends, and b queues")
         let behind = lane.arrive(thread: b)
         #expect(behind == .enqueue)
-        lane.enqueue(item(from: b))
+        lane.pending.append(item(from: b))
         let left = lane.endTurn(thread: a)
         #expect(left)
         // Idle with b's item queued: c must not go ahead of it (it queues, and whoever helps drain the lane applies both in order).
@@ -168,7 +167,7 @@ import Testing
         var lane = ready()
         let r14 = lane.arrive(thread: a)
         #expect(r14 == .applyInline)
-        for _ in 0..<3 { lane.enqueue(item(from: b)) }
+        for _ in 0..<3 { lane.pending.append(item(from: b)) }
         var batch: [LaneItem] = []
         let r15 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
         #expect(r15)
@@ -195,7 +194,7 @@ import Testing
         for _ in 0..<4 {
             let r22 = lane.arrive(thread: b)
             #expect(r22 == .enqueue)
-            lane.enqueue(item(from: b))
+            lane.pending.append(item(from: b))
         }
         let r23 = lane.arrive(thread: b)
         #expect(r23 == .waitForRoom, "B is flooding a full lane")
@@ -220,8 +219,8 @@ import Testing
         var lane = ready(limit: 2)
         let r29 = lane.arrive(thread: a)
         #expect(r29 == .applyInline)
-        lane.enqueue(item(from: b))
-        lane.enqueue(item(from: b))
+        lane.pending.append(item(from: b))
+        lane.pending.append(item(from: b))
         let r30 = lane.arrive(thread: b)
         #expect(r30 == .waitForRoom)
         // Woken in time: not a stall, B waits again.
@@ -233,7 +232,7 @@ import Testing
         var batch: [LaneItem] = []
         let r32 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
         #expect(r32)
-        lane.enqueue(item(from: b))
+        lane.pending.append(item(from: b))
         lane.waitEnded(woken: false, progressWhenWaitBegan: before)
         let r33 = lane.arrive(thread: b)
         #expect(r33 == .waitForRoom)
@@ -245,7 +244,7 @@ import Testing
         batch.removeAll()
         let r35 = lane.takeBatch(thread: a, upTo: 0, into: &batch)
         #expect(r35)
-        lane.enqueue(item(from: b))
+        lane.pending.append(item(from: b))
         #expect(lane.pending.count >= 2)
         let r36 = lane.arrive(thread: b)
         #expect(r36 == .waitForRoom)
@@ -255,7 +254,7 @@ import Testing
         var lane = ready(limit: nil)
         let r37 = lane.arrive(thread: a)
         #expect(r37 == .applyInline)
-        for _ in 0..<10_000 { lane.enqueue(item(from: b)) }
+        for _ in 0..<10_000 { lane.pending.append(item(from: b)) }
         let r38 = lane.arrive(thread: b)
         #expect(r38 == .enqueue)
     }
@@ -264,9 +263,7 @@ import Testing
 /// The lane queue's per-producer counts, which the flood policy reads: right after every kind of take.
 @Suite struct LaneQueueTests {
     func item(slot: UInt8) -> LaneItem {
-        var item = LaneItem(updater: Increment(), cell: nil, id: 0, parentID: 0, name: nil, bypass: false)
-        item.slot = slot
-        return item
+        LaneItem(updater: Increment(), cell: nil, id: 0, parentID: 0, name: nil, bypass: false, slot: slot)
     }
 
     @Test func countsFollowEveryTake() {
@@ -280,7 +277,7 @@ import Testing
         #expect(!queue.hasQueued(slot: 1) && queue.hasQueued(slot: 2))
         buffer.removeAll()
         queue.take(upTo: .max, into: &buffer)  // the rest
-        #expect(!queue.hasQueued(slot: 2) && queue.isEmpty)
+        #expect(!queue.hasQueued(slot: 2) && queue.count == 0)
         // A short batch taken whole, then a long one.
         buffer.removeAll()
         for _ in 0..<3 { queue.append(item(slot: 5)) }

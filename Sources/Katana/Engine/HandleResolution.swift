@@ -15,7 +15,9 @@ extension StoreEngine {
         for item in finished { resolveUpdaterLocked(item.cell, error: item.error) }
         for index in drainBuffer.indices {
             guard let cell = drainBuffer[index].cell.take() else { continue }
-            resolveAppliedLocked(cell)
+            // As `resolveUpdaterLocked` resolves an applied one, written out: this loop runs for every queued updater.
+            cell.resolveAppliedLocked()
+            if cell.acceptsVoid { recyclable.append(cell) }
         }
         completionLock.unlock()
         if !finished.isEmpty { finished.removeAll(keepingCapacity: true) }
@@ -49,16 +51,10 @@ extension StoreEngine {
         if let error {
             cell.resolveLocked(.failure(KatanaError.surfaced(error)))
         } else {
-            resolveAppliedLocked(cell)
+            // Resolved with `()`, and offered for reuse when it accepts `()` (`recycleCells` checks it one batch later).
+            cell.resolveAppliedLocked()
+            if cell.acceptsVoid { recyclable.append(cell) }
         }
-    }
-
-    /// Resolves an applied updater's cell with `()`, and offers it for reuse when it accepts `()` (``recycleCells``
-    /// checks it one batch later). `completionLock` held; called by the lane holder.
-    @inlinable @inline(__always)
-    final func resolveAppliedLocked(_ cell: HandleCell) {
-        cell.resolveAppliedLocked()
-        if cell.acceptsVoid { recyclable.append(cell) }
     }
 
     /// Cells of updaters resolved in the holder's previous batch whose handles are gone (the lane's reference is the

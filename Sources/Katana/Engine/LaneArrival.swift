@@ -31,6 +31,8 @@ extension StoreEngine {
 
     /// Puts an item with a handle where `arrival` says (kept until ready, or queued in the lane) and traces where it went; for
     /// `.enqueueAndHelp` this thread holds the lane and helps drain it. Caller holds `laneLock`; this releases it.
+    /// An item goes in the lane only after `.enqueue`, which marked the word `queued` (so the holder's lock-free
+    /// give-back fails and it drains the item), or while this thread holds the lane and then helps drain it.
     @inlinable
     final func enter(_ item: LaneItem, _ arrival: LaneState.Arrival, traced: Bool = true) {
         let traced = traced && item.id != 0
@@ -41,38 +43,25 @@ extension StoreEngine {
             laneLock.unlock()
         case .enqueue, .waitForRoom:
             if traced { traceEnqueue(item, route: .updaterQueue, depth: lane.pending.count) }
-            lane.enqueue(item)
+            lane.pending.append(item)
             laneLock.unlock()
         case .enqueueAndHelp, .applyInline:
             // The previous holder ran out of helping limit and left work behind (or the lane was given up while
             // this thread waited for room): queue behind it and help.
             if traced { traceEnqueue(item, route: .updaterInline, depth: lane.pending.count) }
-            lane.enqueue(item)
+            lane.pending.append(item)
             laneLock.unlock()
             helpDrain()
         }
     }
-
-    /// How much of other producers' work a dispatching thread that holds the lane may apply before it hands
-    /// the rest to the store's queue: enough to avoid a thread hop per item under contention, small enough that
-    /// `dispatch` stays short.
-    @usableFromInline static var helpingItemLimit: Int { 256 }
-    @usableFromInline static var helpingTimeLimitNanoseconds: UInt64 { 20_000 }
-
-    /// How long a dispatch that finds the lane held by another thread waits for it before queueing its updater
-    /// (`LaneWord.spinTake`). Queueing at once fed itself under contention: while one producer held the lane and
-    /// combined, the others queued behind it — an item, a handle cell and a lock pair each, the cells crossing
-    /// cores — so every dispatch became a queued one. Waiting a few microseconds instead lets the holder run its
-    /// own dispatches inline meanwhile, as an unfair lock lets its holder run on.
-    @usableFromInline static var laneWaitNanoseconds: UInt64 { 2_000 }
 
     /// Whether a dispatch on this thread may wait for room in a full lane (the flood policy): not inside a task. A
     /// task's thread is one of Swift's cooperative pool, which runs every side effect and every other task of the
     /// process (two threads on a 2-core machine): waiting there stalls them all. And the policy counts producers by
     /// thread, so side effects that each await their updaters one at a time, taking turns on one pool thread, looked
     /// like one producer with updaters queued — under a flood they blocked the pool's threads one after the other.
-    /// A task's updaters queue past the limit instead; back-pressure applies to threads. (Only asked on the slow path:
-    /// the lane busy after the brief wait for it.)
+    /// A task's updaters queue past the limit instead; back-pressure applies to threads. (Asked only when the lane
+    /// says this producer would wait: `applyOrQueue`.)
     @inlinable
     static var dispatchingThreadMayWait: Bool { withUnsafeCurrentTask { $0 == nil } }
 
@@ -93,11 +82,4 @@ extension StoreEngine {
             if arrival != .waitForRoom { return arrival }
         }
     }
-
-    /// Wakes producers waiting for room when the lane says so. Caller holds `laneLock`.
-    @inlinable
-    final func wakeProducersIfRoom() {
-        if lane.shouldWakeProducers { room.broadcast() }
-    }
-
 }

@@ -11,8 +11,9 @@ struct LaneQueue {
     @usableFromInline var queuedBySlot = [UInt32](repeating: 0, count: LaneQueue.slotCount)
 
     @usableFromInline static let slotCount = 64
-    /// Items that count against no producer (re-enqueued ones).
-    @usableFromInline static let noSlot: UInt8 = .max
+    /// Items that count against no producer (re-enqueued ones). A literal (`UInt8.max`): a constant initialised by
+    /// a call is read through an accessor call in a debug build, on every append (the queued walk, `make walk`).
+    @usableFromInline static let noSlot: UInt8 = 255
 
     @inlinable init() {}
 
@@ -23,12 +24,14 @@ struct LaneQueue {
 
     @inlinable func hasQueued(slot: UInt8) -> Bool { slot != Self.noSlot && queuedBySlot[Int(slot)] > 0 }
 
-    @inlinable var count: Int { items.count &- head }
-    @inlinable var isEmpty: Bool { head == items.count }
+    /// How many items wait (`items.count - head`). Stored, and tested as `count == 0` for empty: a debug build calls a
+    /// computed property on every read, and the lane reads this on every arrival and batch (the queued walk, `make walk`).
+    @usableFromInline private(set) var count = 0
 
     @inlinable mutating func append(_ item: LaneItem) {
         if item.slot != Self.noSlot { queuedBySlot[Int(item.slot)] &+= 1 }
         items.append(item)
+        count &+= 1
     }
 
     /// Moves up to `limit` of the oldest items into `buffer`, which must be empty.
@@ -37,6 +40,7 @@ struct LaneQueue {
         let available = count
         if head == 0, limit >= available {
             swap(&items, &buffer)  // the common case: everything, with no copying
+            count = 0
             if available < Self.slotCount {
                 // A short batch (the contended case): undo its own counts rather than clear every slot.
                 for item in buffer where item.slot != Self.noSlot { queuedBySlot[Int(item.slot)] &-= 1 }
@@ -51,6 +55,7 @@ struct LaneQueue {
         }
         buffer.append(contentsOf: items[head..<(head &+ taken)])
         head &+= taken
+        count &-= taken
         if head == items.count {
             items.removeAll(keepingCapacity: true)
             head = 0

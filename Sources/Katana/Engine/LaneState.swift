@@ -61,11 +61,12 @@ struct LaneState {
     /// for items that must never wait for room (re-enqueued ones).
     @inlinable @inline(__always)
     mutating func arrive(thread: UInt, ignoringReadiness: Bool = false, canWait: Bool = true) -> Arrival {
-        if !ignoringReadiness, beforeReady { return .keepUntilReady }
+        if !ignoringReadiness, earlyItems != nil { return .keepUntilReady }  // `beforeReady`
         var bits = word.bits.load(ordering: .acquiring)
         while true {
             if bits & LaneWord.busy != 0 {
-                if canWait, mustWaitForRoom(thread: thread) { return .waitForRoom }
+                // The lane's fullness asked here first: the rest of the flood policy only when it is full.
+                if canWait, pending.count >= backlogLimit, mustWaitForRoom(thread: thread) { return .waitForRoom }
                 // Marks the lane as having work queued (the caller queues it before giving `laneLock` up), unless the
                 // holder gave the lane back meanwhile: then take it.
                 let (done, seen) = word.bits.compareExchange(expected: bits, desired: bits | LaneWord.queued,
@@ -75,7 +76,7 @@ struct LaneState {
             } else {
                 // Idle: take it, unless a dispatch took it lock-free meanwhile (then queue behind it).
                 guard let seen = take(thread: thread, seen: bits) else {
-                    return pending.isEmpty ? .applyInline : .enqueueAndHelp
+                    return pending.count == 0 ? .applyInline : .enqueueAndHelp
                 }
                 bits = seen
             }
@@ -99,9 +100,6 @@ struct LaneState {
     }
 
     @inlinable mutating func keepUntilReady(_ item: EarlyItem) { earlyItems?.append(item) }
-    /// Queues an updater. The caller arrived with `.enqueue` (which marked the word `queued`) or holds the lane and
-    /// helps drain it (it gives the lane up with the lock, never with ``LaneWord/releaseIfNothingQueued()``).
-    @inlinable mutating func enqueue(_ item: LaneItem) { pending.append(item) }
 
     /// Whether producers waiting for room should be woken: the backlog is down to half the limit, or the lane was
     /// given up (one of them takes it).
@@ -114,8 +112,10 @@ struct LaneState {
     @inlinable
     mutating func takeBatch(thread: UInt, upTo limit: Int, into buffer: inout [LaneItem]) -> Bool {
         assertHeld(by: thread)
-        if pending.isEmpty {
-            giveUp()
+        if pending.count == 0 {
+            // Given up, with nothing left for the next holder: `notReady` stays as it was. While the lane is busy only
+            // the holder and producers holding `laneLock` change the word: a plain store.
+            word.bits.store(word.bits.load(ordering: .relaxed) & LaneWord.notReady, ordering: .releasing)
             return false
         }
         pending.take(upTo: limit, into: &buffer)
@@ -128,15 +128,18 @@ struct LaneState {
     @inlinable
     mutating func endTurn(thread: UInt) -> Bool {
         assertHeld(by: thread)
-        giveUp()
-        return !pending.isEmpty
+        // Given up with `queued` set if work is left, so that a lock-free give-back never skips it (see `takeBatch`).
+        let left = pending.count != 0
+        word.bits.store(word.bits.load(ordering: .relaxed) & LaneWord.notReady | (left ? LaneWord.queued : 0),
+                        ordering: .releasing)
+        return left
     }
 
     /// The store's queue takes the lane if it is idle with work pending. `true`: it holds the lane now.
     @inlinable
     mutating func takeForQueue(thread: UInt) -> Bool {
         var bits = word.bits.load(ordering: .acquiring)
-        while bits & LaneWord.busy == 0, !pending.isEmpty {
+        while bits & LaneWord.busy == 0, pending.count != 0 {
             guard let seen = take(thread: thread, seen: bits) else { return true }
             bits = seen
         }
@@ -162,26 +165,19 @@ struct LaneState {
     @inlinable @inline(__always)
     mutating func take(thread: UInt, seen: UInt8) -> UInt8? {
         assert(seen & LaneWord.busy == 0, "the lane was taken twice")
-        let desired = seen & LaneWord.notReady | LaneWord.busy | (pending.isEmpty ? 0 : LaneWord.queued)
+        let desired = seen & LaneWord.notReady | LaneWord.busy | (pending.count == 0 ? 0 : LaneWord.queued)
         let (done, now) = word.bits.compareExchange(expected: seen, desired: desired, ordering: .acquiringAndReleasing)
         guard done else { return now }
         word.owner.store(thread, ordering: .relaxed)
         return nil
     }
 
-    /// The holder gives the lane up with `laneLock` held, leaving `queued` set if work is left for the next holder
-    /// (so a lock-free give-back never skips it) and `notReady` as it was. While the lane is busy only the holder and
-    /// producers holding `laneLock` change the word: a plain store.
-    @inlinable @inline(__always)
-    mutating func giveUp() {
-        let notReady = word.bits.load(ordering: .relaxed) & LaneWord.notReady
-        word.bits.store(notReady | (pending.isEmpty ? 0 : LaneWord.queued), ordering: .releasing)
-    }
-
     /// Debug builds check that only the lane's holder does the holder's work (swift-nio's habit for event loops).
     @inlinable
     func assertHeld(by thread: UInt, _ what: StaticString = #function) {
-        assert(busy && owner == thread, "\(what) called by a thread that does not hold the lane")
+        // The word read here, not through `busy` and `owner`: a debug build calls each accessor, on every batch.
+        assert(word.bits.load(ordering: .acquiring) & LaneWord.busy != 0 && word.owner.load(ordering: .relaxed) == thread,
+               "\(what) called by a thread that does not hold the lane")
     }
 }
 

@@ -14,18 +14,18 @@ extension StoreEngine {
     /// comes. So one `dispatch` call never applies more than the helping limit of other threads' items.
     @inlinable
     final func helpDrain() {
-        var left = Self.helpingItemLimit
+        var left = helpingItemLimit
         var chunk = 1
         let start = DispatchTime.now().uptimeNanoseconds
         while left > 0 {
             guard let count = drainBatch(route: .updaterInline, limit: Swift.min(chunk, left)) else { return }
             left -= count
-            if DispatchTime.now().uptimeNanoseconds &- start > Self.helpingTimeLimitNanoseconds { break }
+            if DispatchTime.now().uptimeNanoseconds &- start > helpingTimeLimitNanoseconds { break }
             chunk &*= 2
         }
         laneLock.lock()
         let leftover = lane.endTurn(thread: pthread_self())
-        wakeProducersIfRoom()
+        if lane.shouldWakeProducers { room.broadcast() }
         offerSpareCells()
         var replaced: [ListenerList<S>] = []  // kept while the lane was held (`keepWhileLaneHeld`)
         if !replacedListeners.isEmpty { swap(&replaced, &replacedListeners) }
@@ -86,7 +86,7 @@ extension StoreEngine {
             extendLifetime(replaced)  // let go outside the lock: what a listener holds may reach the store
             return nil
         }
-        wakeProducersIfRoom()
+        if lane.shouldWakeProducers { room.broadcast() }
         offerSpareCells()
         let listeners = listenersForBatch()
         laneLock.unlock()

@@ -44,10 +44,10 @@ extension StoreEngine {
 
     /// Runs the interceptors for a side effect, on its task, before its body. Only for a side effect that has
     /// interceptors to run: one without (none configured, or it bypasses them) gets its context from the registry in
-    /// `SideEffectRunner.prepare`, without reaching the store.
+    /// `SideEffectRunner.begin`, without reaching the store.
     @usableFromInline
     final func intercept(_ item: SideEffectItem) -> SideEffectStep {
-        assert(intercepting && !item.bypass, "prepare runs a side effect without interceptors itself")
+        assert(intercepting && !item.bypass, "begin runs a side effect without interceptors itself")
         let context = makeContext(scope: item.cell)
         var (thrown, end) = runSideEffectChain(item.sideEffect)
         let toRun = end.takeReplacement()
@@ -63,7 +63,8 @@ extension StoreEngine {
             // An interceptor forwarded a state updater instead: it goes down the lane, and this handle resolves
             // when it has been applied.
             let (id, name) = traceIdentity(of: type(of: updater))
-            enqueueExisting(LaneItem(updater: updater, cell: item.cell, id: id, parentID: item.parentID, name: name, bypass: true),
+            enqueueExisting(LaneItem(updater: updater, cell: item.cell, id: id, parentID: item.parentID, name: name, bypass: true,
+                                      slot: LaneQueue.noSlot),
                             ignoringReadiness: true, alreadyTraced: false)
             return .done(.ok, nil)
         case .ambiguous, .neither:

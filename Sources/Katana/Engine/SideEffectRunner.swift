@@ -138,9 +138,11 @@ protocol SideEffectHost: AnyObject, Sendable {
     func intercept(_ item: SideEffectItem) -> SideEffectStep
 }
 
-/// What a side effect's task does after the interceptors ran.
+/// What a side effect's task does after its begin (and the interceptors, when it has any to run).
 @usableFromInline
 enum SideEffectStep: Sendable {
+    /// Nothing: it must not run (cancelled before it started, or its store is gone), and its handle already says so.
+    case refused
     /// Run this body with this context.
     case body(any AnySideEffect, AnySideEffectContext)
     /// Nothing to run: end with this outcome and resolve the handle with this (nil: an updater the interceptor put
@@ -177,8 +179,10 @@ enum SideEffectRunner {
     /// there once more on entry.
     @usableFromInline
     nonisolated(nonsending) static func run(_ item: SideEffectItem, registry: SideEffectRegistry) async {
-        guard let started = begin(item, registry: registry) else { return }
-        switch prepare(item, registry: registry) {
+        var started: UInt64 = 0
+        switch begin(item, registry: registry, started: &started) {
+        case .refused:
+            return
         case let .done(outcome, resolution?):
             finish(item, registry: registry, started: started, outcome: outcome, resolution: resolution)
         case let .done(outcome, nil):
@@ -197,27 +201,35 @@ enum SideEffectRunner {
         }
     }
 
-    /// Claims the item and counts it in; traces its begin. nil: it must not run (cancelled before it started, or
-    /// its store is gone — the handle then says so). Otherwise the budget's start time (0: no budget).
+    /// Claims the item, counts it in and traces its begin (`started`: the budget's start time, 0 for none); then
+    /// says what to run: the body with its context, or — when the store has interceptors to run — what they leave.
+    /// `.refused`: it must not run (cancelled before it started, or its store is gone — the handle then says so).
+    ///
+    /// The store is retained only inside this call (and not even loaded when there are no interceptors to run: a
+    /// store released since the side effect was dispatched cancelled it, which its handle then says).
     @usableFromInline @inline(never)
-    static func begin(_ item: SideEffectItem, registry: SideEffectRegistry) -> UInt64? {
+    static func begin(_ item: SideEffectItem, registry: SideEffectRegistry, started: inout UInt64) -> SideEffectStep {
         let cell = item.cell
         guard cell.claim() else {
             // Cancelled before it started: the handle already says so.
             if item.id != 0 { registry.tracer.traceDropped(item, route: .sideEffectPool, outcome: .cancelled) }
-            return nil
+            return .refused
         }
         guard let parallelism = registry.enter(cell) else {
             if item.id != 0 {
                 registry.tracer.traceDropped(item, route: .sideEffectPool, outcome: .error, failure: KatanaError.storeReleased)
             }
             cell.resolve(.failure(KatanaError.storeReleased))
-            return nil
+            return .refused
         }
-        guard item.id != 0 else { return 0 }
-        registry.dispatchRecorder?.starting(item.sideEffect, id: item.id, parentID: item.parentID)
-        registry.tracer.traceBegin(item, route: .sideEffectPool, parallelism: parallelism)
-        return registry.budgets.start(for: type(of: item.sideEffect))
+        if item.id != 0 {
+            registry.dispatchRecorder?.starting(item.sideEffect, id: item.id, parentID: item.parentID)
+            registry.tracer.traceBegin(item, route: .sideEffectPool, parallelism: parallelism)
+            started = registry.budgets.start(for: type(of: item.sideEffect))
+        }
+        if !registry.intercepts || item.bypass { return .body(item.sideEffect, registry.contextPrototype.withScope(item.cell)) }
+        guard let host = registry.host else { return .done(.error, .failure(KatanaError.storeReleased)) }
+        return host.intercept(item)
     }
 
     /// Traces the item's end, counts it out and resolves its handle with `resolution` (not when `resolves` is false:
@@ -280,14 +292,5 @@ enum SideEffectRunner {
             return ()
         }
         if !ran { await run(item, registry: registry) }
-    }
-
-    /// The synchronous part: the store is retained only inside this call (and not even loaded when there are no
-    /// interceptors to run: a store released since `begin` cancelled this side effect, which its handle then says).
-    @usableFromInline
-    static func prepare(_ item: SideEffectItem, registry: SideEffectRegistry) -> SideEffectStep {
-        if !registry.intercepts || item.bypass { return .body(item.sideEffect, registry.contextPrototype.withScope(item.cell)) }
-        guard let host = registry.host else { return .done(.error, .failure(KatanaError.storeReleased)) }
-        return host.intercept(item)
     }
 }

@@ -84,6 +84,20 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     @usableFromInline final let directUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8, UInt32) -> Void)?
 
+    // The lane's limits. Stored rather than computed: a debug build calls a computed constant's accessor on every
+    // read, and these are read on every queued dispatch (the Architecture article's walks, `make walk`).
+    /// How much of other producers' work a dispatching thread that holds the lane may apply before it hands the
+    /// rest to the store's queue (`helpDrain`): enough to avoid a thread hop per item under contention, small enough
+    /// that `dispatch` stays short.
+    @usableFromInline final let helpingItemLimit = 256
+    @usableFromInline final let helpingTimeLimitNanoseconds: UInt64 = 20_000
+    /// How long a dispatch that finds the lane held by another thread waits for it before queueing its updater
+    /// (`LaneWord.spinTake`). Queueing at once fed itself under contention: while one producer held the lane and
+    /// combined, the others queued behind it — an item, a handle cell and a lock pair each, the cells crossing
+    /// cores — so every dispatch became a queued one. Waiting a few microseconds instead lets the holder run its
+    /// own dispatches inline meanwhile, as an unfair lock lets its holder run on.
+    @usableFromInline final let laneWaitNanoseconds: UInt64 = 2_000
+
     /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
     /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
     /// effects dispatched from one thread while others apply updaters otherwise contend for.

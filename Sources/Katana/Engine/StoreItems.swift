@@ -10,19 +10,22 @@ struct LaneItem {
     @usableFromInline let parentID: UInt64
     @usableFromInline let name: TraceName?
     @usableFromInline let bypass: Bool
-    /// The producer slot it counts against in the lane (`LaneQueue.noSlot`: none).
-    @usableFromInline var slot: UInt8 = LaneQueue.noSlot
+    /// The producer slot it counts against in the lane (`LaneQueue.slot(of:)` of the thread that dispatched it;
+    /// `LaneQueue.noSlot`: none, for an item re-enqueued).
+    @usableFromInline let slot: UInt8
 
     /// Not inlinable, as `HandleCell.init` is not: inlinable, it called a function per field's initial value (the
     /// queued walk, `make walk`).
     @usableFromInline
-    init(updater: any AnyStateUpdater, cell: HandleCell?, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool) {
+    init(updater: any AnyStateUpdater, cell: HandleCell?, id: UInt64, parentID: UInt64, name: TraceName?, bypass: Bool,
+         slot: UInt8) {
         self.updater = updater
         self.cell = cell
         self.id = id
         self.parentID = parentID
         self.name = name
         self.bypass = bypass
+        self.slot = slot
     }
 }
 

@@ -41,7 +41,9 @@ extension StoreEngine {
                 // destroy both — a large share of the callgrind gate's `fire_and_forget`).
                 let failure = applyAndNotify(updater)
                 if !laneWord.bits.compareExchange(expected: 1, desired: 0, ordering: .releasing).exchanged {
-                    releaseLane()  // updaters were queued meanwhile: apply them first
+                    // Updaters were queued meanwhile (the word is marked `queued`, and only this holder clears it):
+                    // apply them first; `releaseLane` would only try the same give-back again.
+                    helpDrain()
                 }
                 return DispatchHandle(ranInline: failure, success: success)
             }
@@ -73,16 +75,19 @@ extension StoreEngine {
         // out, it widened the gap between two takes of one producer and two producers got slower (see
         // `enqueueUpdater`).
         let (id, name) = traceIdentity(of: type)
-        if !holdsLane, !laneWord.spinTake(thread: thread, nanoseconds: Self.laneWaitNanoseconds) {
-            // A task never waits for room (see `dispatchingThreadMayWait`); asked before taking the lock.
-            let mayWait = Self.dispatchingThreadMayWait
+        if !holdsLane, !laneWord.spinTake(thread: thread, nanoseconds: laneWaitNanoseconds) {
             laneLock.lock()
-            var arrival = lane.arrive(thread: thread, canWait: mayWait)
-            if case .waitForRoom = arrival { arrival = waitForRoom(thread: thread) }
+            var arrival = lane.arrive(thread: thread)
+            if case .waitForRoom = arrival {
+                // A task never waits for room (see `dispatchingThreadMayWait`): it queues past the limit.
+                arrival = Self.dispatchingThreadMayWait ? waitForRoom(thread: thread)
+                                                        : lane.arrive(thread: thread, canWait: false)
+            }
             guard case .applyInline = arrival else {
                 let cell = queuedUpdaterCell(for: V.self)
-                var item = LaneItem(updater: updater, cell: cell, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
-                item.slot = LaneQueue.slot(of: thread)  // counts against this producer in the flood policy
+                // It counts against this producer (its slot) in the flood policy.
+                let item = LaneItem(updater: updater, cell: cell, id: id, parentID: parentID, name: name,
+                                    bypass: bypassInterceptors, slot: LaneQueue.slot(of: thread))
                 enter(item, arrival)
                 return DispatchHandle(cell)
             }
@@ -118,7 +123,8 @@ extension StoreEngine {
         case .batch:
             break
         }
-        let item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors)
+        let item = LaneItem(updater: updater, cell: nil, id: id, parentID: parentID, name: name, bypass: bypassInterceptors,
+                            slot: LaneQueue.noSlot)
         if id != 0, !combined { traceEnqueue(item, route: .updaterInline, depth: 0) }
         // One that bypasses an intercepting store's interceptors takes the batch path too, which applies it past them.
         let appliedHere = switch holderPlan {
@@ -198,9 +204,12 @@ extension StoreEngine {
     /// (id 0 means "not traced" everywhere in the lane). Always inlined: left to itself the compiler stopped
     /// inlining it into `enqueueUpdater` after an unrelated change there, a call on every traced dispatch (the
     /// callgrind gate's `fire_and_forget_*` rows).
+    /// (It asks the backend as `tracingEnabled` does, written out: every dispatch that is not the plain one asks here,
+    /// and a debug build entered both functions on every queued updater and side effect: `make walk`.)
     @inlinable @inline(__always)
     final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
-        guard tracingEnabled else { return (0, nil) }
+        let enabled = if let check = enabledCheck { check() != 0 } else { !tracesNothing && tracer.isEnabled }
+        guard enabled else { return (0, nil) }
         return (KatanaTracing.nextID(), TraceName.of(type))
     }
 
