@@ -3,15 +3,25 @@ import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
-// Resolving the handles of a batch the lane applied, under one acquisition of the completion lock, and reusing the
-// cells of fire-and-forget dispatches.
+// Resolving the handles of what the lane's holder applied, under one acquisition of the completion lock, and reusing
+// the cells of fire-and-forget dispatches.
 extension StoreEngine {
-    /// Resolves a batch applied without interceptors (after its changes were delivered): the updaters that threw
-    /// (in `finished`), and the cells still in `drainBuffer`, which are then kept to be reused (`recycleCells`).
+    /// Resolves what the lane's holder applied, under one acquisition of the completion lock (after the changes were
+    /// delivered): the updaters that threw or were stopped (`finished`), and the cells still in `drainBuffer` (a batch
+    /// applied without interceptors) as applied. First, the cells of updaters resolved one batch earlier whose handles
+    /// are gone (the lane's reference is the only one left: a fire-and-forget dispatch) are reset and kept for new
+    /// queued updaters, in `spareCells`: a queued updater then costs no allocation, and under contention a cell's
+    /// memory is not freed on one core and allocated on the other. Checked one batch late and with `completionLock`
+    /// held, so every read a handle made of its cell (under that lock) is ordered before the reset.
     @inlinable
-    final func resolveDrained() {
+    final func resolveBatch() {
+        guard !finished.isEmpty || !drainBuffer.isEmpty || !recyclable.isEmpty else { return }
         completionLock.lock()
-        recycleCells()
+        while var cell = recyclable.popLast() {
+            guard spareCells.count < spareCellLimit, isKnownUniquelyReferenced(&cell) else { continue }
+            cell.resetLocked()
+            spareCells.append(cell)
+        }
         for item in finished { resolveUpdaterLocked(item.cell, error: item.error) }
         for index in drainBuffer.indices {
             guard let cell = drainBuffer[index].cell.take() else { continue }
@@ -21,7 +31,7 @@ extension StoreEngine {
         }
         completionLock.unlock()
         if !finished.isEmpty { finished.removeAll(keepingCapacity: true) }
-        drainBuffer.removeAll(keepingCapacity: true)
+        if !drainBuffer.isEmpty { drainBuffer.removeAll(keepingCapacity: true) }
     }
 
     @inlinable
@@ -34,16 +44,6 @@ extension StoreEngine {
         }
     }
 
-    @inlinable
-    final func resolveFinished() {
-        guard !finished.isEmpty || !recyclable.isEmpty else { return }
-        completionLock.lock()
-        recycleCells()
-        for item in finished { resolveUpdaterLocked(item.cell, error: item.error) }
-        completionLock.unlock()
-        finished.removeAll(keepingCapacity: true)
-    }
-
     /// Resolves a queued updater's cell: with what it threw (surfaced as a ``KatanaError``), or as applied.
     /// `completionLock` held; called by the lane holder.
     @inlinable @inline(__always)
@@ -51,37 +51,10 @@ extension StoreEngine {
         if let error {
             cell.resolveLocked(.failure(KatanaError.surfaced(error)))
         } else {
-            // Resolved with `()`, and offered for reuse when it accepts `()` (`recycleCells` checks it one batch later).
+            // Resolved with `()`, and offered for reuse when it accepts `()` (`resolveBatch` checks it one batch later).
             cell.resolveAppliedLocked()
             if cell.acceptsVoid { recyclable.append(cell) }
         }
-    }
-
-    /// Cells of updaters resolved in the holder's previous batch whose handles are gone (the lane's reference is the
-    /// only one left: a fire-and-forget dispatch) are reset and kept for new queued updaters, in `spareCells`: a
-    /// queued updater then costs no allocation, and under contention the cell's memory is not freed on one core and
-    /// allocated on the other. Checked one batch late and with `completionLock` held, so every read a handle made of
-    /// its cell (under that lock) is ordered before the reset. Called by the lane holder.
-    @inlinable
-    final func recycleCells() {
-        completionLock.assertHeldByThisThread("cells recycled without the completion lock")
-        while var cell = recyclable.popLast() {
-            guard spareCells.count < Self.spareCellLimit, isKnownUniquelyReferenced(&cell) else { continue }
-            cell.resetLocked()
-            spareCells.append(cell)
-        }
-    }
-
-    /// Most cells a store keeps for reuse (each ~200 bytes).
-    @usableFromInline static var spareCellLimit: Int { 512 }
-
-    /// A cell for a queued updater: a spare one if the lane has any, else a new one. Caller holds `laneLock`.
-    @inlinable
-    final func queuedUpdaterCell<V: Sendable>(for: V.Type) -> HandleCell {
-        // Spare cells accept `()`: only a handle that takes `()` gets one (every updater's handle today; the check
-        // folds away in specialised code).
-        if V.self == Void.self || V.self == (any Sendable).self, let cell = lane.spareCells.popLast() { return cell }
-        return makeCell(for: V.self)
     }
 
     /// Hands the holder's spare cells to the lane, where producers take them (the two sets are swapped when the

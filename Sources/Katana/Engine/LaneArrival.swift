@@ -25,7 +25,7 @@ extension StoreEngine {
         laneLock.unlock()
         finish(item, process(item, route: .updaterInline, recordChanges: !listeners.boxes.isEmpty))
         deliverChanges(to: listeners)
-        resolveFinished()
+        resolveBatch()
         releaseLane()
     }
 

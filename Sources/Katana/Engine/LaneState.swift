@@ -17,7 +17,7 @@ struct LaneState {
     @inlinable var owner: UInt { word.owner.load(ordering: .relaxed) }
     /// Whether a thread holds the lane.
     @inlinable var busy: Bool { word.bits.load(ordering: .acquiring) & LaneWord.busy != 0 }
-    /// Reset handle cells for queued updaters, handed over by the lane holder (`StoreEngine.recycleCells`).
+    /// Reset handle cells for queued updaters, handed over by the lane holder (`StoreEngine.resolveBatch`).
     @usableFromInline var spareCells: [HandleCell] = []
     /// Items dispatched before the store was ready; `nil` once it is.
     @usableFromInline var earlyItems: [EarlyItem]? = []

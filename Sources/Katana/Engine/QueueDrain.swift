@@ -78,8 +78,9 @@ extension StoreEngine {
     final func drainBatch(route: DispatchRoute, limit: Int) -> Int? {
         let thread = pthread_self()
         laneLock.lock()
-        guard lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer) else {
-            offerSpareCells()  // the lane is given up: what this holder recycled goes to the producers
+        let taken = lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer)
+        offerSpareCells()  // what this holder recycled goes to the producers, whether it holds on or gives the lane up
+        guard taken else {
             var replaced: [ListenerList<S>] = []  // kept while the lane was held (`keepWhileLaneHeld`)
             if !replacedListeners.isEmpty { swap(&replaced, &replacedListeners) }
             laneLock.unlock()
@@ -87,7 +88,6 @@ extension StoreEngine {
             return nil
         }
         if lane.shouldWakeProducers { room.broadcast() }
-        offerSpareCells()
         let listeners = listenersForBatch()
         laneLock.unlock()
 
@@ -111,7 +111,7 @@ extension StoreEngine {
             }
             lockedState.unlock()
             deliverChanges(to: listeners)
-            resolveDrained()
+            resolveBatch()
             return count
         }
         for item in drainBuffer {
@@ -119,7 +119,7 @@ extension StoreEngine {
         }
         drainBuffer.removeAll(keepingCapacity: true)
         deliverChanges(to: listeners)
-        resolveFinished()
+        resolveBatch()
         return count
     }
 }

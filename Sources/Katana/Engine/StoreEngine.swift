@@ -97,6 +97,8 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     /// cores — so every dispatch became a queued one. Waiting a few microseconds instead lets the holder run its
     /// own dispatches inline meanwhile, as an unfair lock lets its holder run on.
     @usableFromInline final let laneWaitNanoseconds: UInt64 = 2_000
+    /// Most handle cells the lane's holder keeps for reuse (each ~200 bytes: `resolveBatch`).
+    @usableFromInline final let spareCellLimit = 512
 
     /// Set (under `laneLock`) once nothing is held any more: from then on the lane never holds again, so an untraced
     /// side effect starts without taking `laneLock` — which every updater's dispatch takes too, and which side
@@ -134,9 +136,9 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     /// New-state listeners only: a change was applied in this batch and not yet delivered.
     @usableFromInline @exclusivity(unchecked) final var newStatePending = false  // lane holder
     @usableFromInline @exclusivity(unchecked) final var finished: [FinishedUpdater] = []  // lane holder
-    /// Cells resolved in the holder's last batch, to reuse once their handles are gone (`recycleCells`).
+    /// Cells resolved in the holder's last batch, to reuse once their handles are gone (`resolveBatch`).
     @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
-    /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
+    /// Reset cells waiting to be handed to the lane (`LaneState.takeBatch`, `endTurn`).
     @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
     @usableFromInline final let padAfterHolder = CacheLinePad()
 

@@ -84,7 +84,10 @@ extension StoreEngine {
                                                         : lane.arrive(thread: thread, canWait: false)
             }
             guard case .applyInline = arrival else {
-                let cell = queuedUpdaterCell(for: V.self)
+                // A spare cell if the lane has one (they accept `()`: only a handle that takes `()` gets one, every
+                // updater's handle today; the check folds away in specialised code), else a new one.
+                let spare = V.self == Void.self || V.self == (any Sendable).self ? lane.spareCells.popLast() : nil
+                let cell = spare ?? makeCell(for: V.self)
                 // It counts against this producer (its slot) in the flood policy.
                 let item = LaneItem(updater: updater, cell: cell, id: id, parentID: parentID, name: name,
                                     bypass: bypassInterceptors, slot: LaneQueue.slot(of: thread))
