@@ -91,7 +91,7 @@ import Testing
         let holder = lane.arrive(thread: a)
         #expect(holder == .applyInline)
         lane.pending.append(item(from: b))
-        let left = lane.endTurn(thread: a)
+        let left = lane.endHelpingTurn(thread: a)
         #expect(left)
         let behind = lane.arrive(thread: c)
         #expect(behind == .enqueueAndHelp)
@@ -131,7 +131,7 @@ import Testing
 
         #expect(lane.word.tryTake(thread: b))
         lane.pending.append(item(from: c))
-        let left = lane.endTurn(thread: b)
+        let left = lane.endHelpingTurn(thread: b)
         #expect(left)
         #expect(!lane.word.tryTake(thread: c), "work left behind is taken by whoever helps drain the lane, under the lock")
         let queue = lane.takeForQueue(thread: c)
@@ -156,7 +156,7 @@ import Testing
         let behind = lane.arrive(thread: b)
         #expect(behind == .enqueue)
         lane.pending.append(item(from: b))
-        let left = lane.endTurn(thread: a)
+        let left = lane.endHelpingTurn(thread: a)
         #expect(left)
         // Idle with b's item queued: c must not go ahead of it (it queues, and whoever helps drain the lane applies both in order).
         #expect(!lane.word.spinTake(thread: c, nanoseconds: 1_000))
@@ -171,7 +171,7 @@ import Testing
         var batch: [LaneItem] = []
         let r15 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
         #expect(r15)
-        let r16 = lane.endTurn(thread: a)
+        let r16 = lane.endHelpingTurn(thread: a)
         #expect(r16, "work is left: someone must take it")
         #expect(!lane.busy)
         // The next dispatcher finds work left behind: it takes the lane and helps drain it, behind that work.
@@ -180,7 +180,7 @@ import Testing
         #expect(lane.owner == c)
         let r18 = lane.takeForQueue(thread: b)
         #expect(!r18, "the queue does not take a lane someone holds")
-        let r19 = lane.endTurn(thread: c)
+        let r19 = lane.endHelpingTurn(thread: c)
         #expect(r19, "two items are still left: the queue must take them")
         let r20 = lane.takeForQueue(thread: b)
         #expect(r20)
@@ -242,7 +242,7 @@ import Testing
         #expect(r34 == .enqueue)
         // As soon as the lane moves again, the policy holds again.
         batch.removeAll()
-        let r35 = lane.takeBatch(thread: a, upTo: 0, into: &batch)
+        let r35 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
         #expect(r35)
         lane.pending.append(item(from: b))
         #expect(lane.pending.count >= 2)
@@ -290,5 +290,16 @@ import Testing
         #expect((0..<64).allSatisfy { !queue.hasQueued(slot: UInt8($0)) })
         queue.append(item(slot: 7))
         #expect(queue.hasQueued(slot: 7) && !queue.hasQueued(slot: 8))
+    }
+}
+
+private extension LaneState {
+    /// A helping turn's end as the holder spells it (`StoreEngine.drainBatch` with a limit of 0): the lane given up.
+    /// `true`: work is left, and someone must take it.
+    mutating func endHelpingTurn(thread: UInt) -> Bool {
+        var none: [LaneItem] = []
+        let took = takeBatch(thread: thread, upTo: 0, into: &none)
+        #expect(!took && none.isEmpty, "a batch of 0 takes nothing and gives the lane up")
+        return pending.count != 0
     }
 }

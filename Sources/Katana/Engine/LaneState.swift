@@ -107,32 +107,23 @@ struct LaneState {
         roomWaiters > 0 && (!busy || pending.count <= backlogLimit / 2)
     }
 
-    /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `false`:
-    /// nothing was pending, and the lane is idle again.
+    /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `false`: the
+    /// lane is given up, idle again — nothing was pending, or `limit` is 0: the holder's helping turn is over (it
+    /// reached its helping limit), and what is left stays for whoever takes the lane next (then the caller must make
+    /// sure someone does: the store's queue).
     @inlinable
     mutating func takeBatch(thread: UInt, upTo limit: Int, into buffer: inout [LaneItem]) -> Bool {
         assertHeld(by: thread)
-        if pending.count == 0 {
-            // Given up, with nothing left for the next holder: `notReady` stays as it was. While the lane is busy only
-            // the holder and producers holding `laneLock` change the word: a plain store.
-            word.bits.store(word.bits.load(ordering: .relaxed) & LaneWord.notReady, ordering: .releasing)
+        if limit == 0 || pending.count == 0 {
+            // `queued` stays set if work is left, so that a lock-free give-back never skips it; `notReady` as it was.
+            // While the lane is busy only the holder and producers holding `laneLock` change the word: a plain store.
+            let left = pending.count == 0 ? 0 : LaneWord.queued
+            word.bits.store(word.bits.load(ordering: .relaxed) & LaneWord.notReady | left, ordering: .releasing)
             return false
         }
         pending.take(upTo: limit, into: &buffer)
         progress &+= 1
         return true
-    }
-
-    /// The holder's helping turn is over (it reached its helping limit): the lane is given up with what is left in it.
-    /// `true`: work is left, and the caller must make sure someone takes it (the store's queue).
-    @inlinable
-    mutating func endTurn(thread: UInt) -> Bool {
-        assertHeld(by: thread)
-        // Given up with `queued` set if work is left, so that a lock-free give-back never skips it (see `takeBatch`).
-        let left = pending.count != 0
-        word.bits.store(word.bits.load(ordering: .relaxed) & LaneWord.notReady | (left ? LaneWord.queued : 0),
-                        ordering: .releasing)
-        return left
     }
 
     /// The store's queue takes the lane if it is idle with work pending. `true`: it holds the lane now.

@@ -16,22 +16,14 @@ extension StoreEngine {
     final func helpDrain() {
         var left = helpingItemLimit
         var chunk = 1
+        var limit = 1
         let start = DispatchTime.now().uptimeNanoseconds
-        while left > 0 {
-            guard let count = drainBatch(route: .updaterInline, limit: Swift.min(chunk, left)) else { return }
+        while let count = drainBatch(route: .updaterInline, limit: limit) {
             left -= count
-            if DispatchTime.now().uptimeNanoseconds &- start > helpingTimeLimitNanoseconds { break }
             chunk &*= 2
+            let inTime = DispatchTime.now().uptimeNanoseconds &- start <= helpingTimeLimitNanoseconds
+            limit = left > 0 && inTime ? Swift.min(chunk, left) : 0  // 0: the turn is over, and the lane is given up
         }
-        laneLock.lock()
-        let leftover = lane.endTurn(thread: pthread_self())
-        if lane.shouldWakeProducers { room.broadcast() }
-        offerSpareCells()
-        var replaced: [ListenerList<S>] = []  // kept while the lane was held (`keepWhileLaneHeld`)
-        if !replacedListeners.isEmpty { swap(&replaced, &replacedListeners) }
-        laneLock.unlock()
-        extendLifetime(replaced)  // let go outside the lock: what a listener holds may reach the store
-        if leftover { updaterQueue.async { self.kick() } }
     }
 
     /// Takes the lane if it is idle with work pending, and drains it all.
@@ -72,22 +64,26 @@ extension StoreEngine {
         return Swift.max(1, Int(scaled))
     }
 
-    /// Applies up to `limit` pending items as one batch and returns how many items that was; when nothing is
-    /// pending, gives the lane up and returns nil. Called only by the lane holder.
+    /// Applies up to `limit` pending items as one batch and returns how many items that was. When nothing is pending,
+    /// or `limit` is 0 (a helping turn is over), gives the lane up and returns nil; work left then goes to the store's
+    /// queue, unless a dispatch takes the lane first. Called only by the lane holder; the one place it gives the lane
+    /// up under `laneLock`.
     @inlinable
     final func drainBatch(route: DispatchRoute, limit: Int) -> Int? {
         let thread = pthread_self()
         laneLock.lock()
         let taken = lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer)
+        if lane.shouldWakeProducers { room.broadcast() }
         offerSpareCells()  // what this holder recycled goes to the producers, whether it holds on or gives the lane up
         guard taken else {
+            let left = lane.pending.count != 0
             var replaced: [ListenerList<S>] = []  // kept while the lane was held (`keepWhileLaneHeld`)
             if !replacedListeners.isEmpty { swap(&replaced, &replacedListeners) }
             laneLock.unlock()
             extendLifetime(replaced)  // let go outside the lock: what a listener holds may reach the store
+            if left { updaterQueue.async { self.kick() } }
             return nil
         }
-        if lane.shouldWakeProducers { room.broadcast() }
         let listeners = listenersForBatch()
         laneLock.unlock()
 

@@ -138,7 +138,7 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) final var finished: [FinishedUpdater] = []  // lane holder
     /// Cells resolved in the holder's last batch, to reuse once their handles are gone (`resolveBatch`).
     @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
-    /// Reset cells waiting to be handed to the lane (`LaneState.takeBatch`, `endTurn`).
+    /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
     @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
     @usableFromInline final let padAfterHolder = CacheLinePad()
 
