@@ -61,7 +61,7 @@ struct LaneState {
     /// for items that must never wait for room (re-enqueued ones).
     @inlinable @inline(__always)
     mutating func arrive(thread: UInt, ignoringReadiness: Bool = false, canWait: Bool = true) -> Arrival {
-        if !ignoringReadiness, earlyItems != nil { return .keepUntilReady }  // `beforeReady`
+        if !ignoringReadiness, earlyItems != nil { return .keepUntilReady }  // not ready yet (`beforeReady`)
         var bits = word.bits.load(ordering: .acquiring)
         while true {
             if bits & LaneWord.busy != 0 {

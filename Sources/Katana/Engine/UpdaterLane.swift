@@ -207,8 +207,8 @@ extension StoreEngine {
     /// (id 0 means "not traced" everywhere in the lane). Always inlined: left to itself the compiler stopped
     /// inlining it into `enqueueUpdater` after an unrelated change there, a call on every traced dispatch (the
     /// callgrind gate's `fire_and_forget_*` rows).
-    /// (It asks the backend as `tracingEnabled` does, written out: every dispatch that is not the plain one asks here,
-    /// and a debug build entered both functions on every queued updater and side effect: `make walk`.)
+    /// (It asks the backend as `tracingEnabled` does, written out rather than called: a debug build entered both
+    /// functions on every side effect's dispatch, the Architecture article's walk, `make walk`. Change both together.)
     @inlinable @inline(__always)
     final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
         let enabled = if let check = enabledCheck { check() != 0 } else { !tracesNothing && tracer.isEnabled }
@@ -217,7 +217,7 @@ extension StoreEngine {
     }
 
     /// Whether the backend listens: never for the no-op backend; a native provider's (or an in-process backend's)
-    /// check called directly; else the existential's `isEnabled`.
+    /// check called directly; else the existential's `isEnabled`. (`traceIdentity` asks the same, written out.)
     @inlinable
     final var tracingEnabled: Bool {
         if let check = enabledCheck { check() != 0 } else { !tracesNothing && tracer.isEnabled }
