@@ -21,33 +21,49 @@ build=("$@")
 
 $swift build --build-tests "${build[@]}" || exit 1
 
+# Interrupted (Ctrl-C, a cancelled job): the processes in the background go too — with the test binaries `swift test`
+# started, which would otherwise keep recording (and keep the session daemon the recording suite owns) after we are gone.
+stop_background() {
+    for pid in ${recording:-} ${serial_pid:-}; do
+        if kill -0 "$pid" 2>/dev/null; then
+            pkill -TERM -P "$pid" 2>/dev/null
+            kill -TERM "$pid" 2>/dev/null
+        fi
+    done
+    rm -f ${log:-} ${serial_log:-}
+}
+trap stop_background EXIT
+trap 'exit 130' INT TERM
+
+# Returns once the `swift test` with process id $1 has started its test binary (or has ended). Even with --skip-build,
+# `swift test` rewrites the build folder's manifest (.build/debug.yaml) as it starts, and one that read it while another
+# wrote it failed before running a test ("unexpected top-level node", "unable to load build file": a CI rehearsal's
+# recording suite). So each process starts only once the one before it is past that.
+wait_until_testing() {
+    if ! command -v pgrep >/dev/null 2>&1; then sleep 10; return; fi
+    for _ in $(seq 1 1200); do
+        pgrep -P "$1" -f '\.xctest' >/dev/null 2>&1 && return
+        kill -0 "$1" 2>/dev/null || return
+        sleep 0.1
+    done
+}
+
 log=$(mktemp /tmp/katana-recording-tests.XXXXXX)
 # --ignore-lock, on both: `swift test` holds the build folder's lock while its tests run (even with --ignore-lock,
 # which only keeps it from waiting for another's), so whichever came second waited for the first to finish and the
-# two ran one after the other. Neither builds (--skip-build): nothing in the folder changes.
+# two ran one after the other. Neither builds (--skip-build).
 $swift test --skip-build --ignore-lock "${build[@]}" --filter LTTngRecordingTests >"$log" 2>&1 &
 recording=$!
+wait_until_testing "$recording"
 serial=${KATANA_SERIAL_TESTS:-}
 rest_skips=(--skip LTTngRecordingTests)
 if [ -n "$serial" ]; then
     serial_log=$(mktemp /tmp/katana-serial-tests.XXXXXX)
     $swift test --skip-build --ignore-lock "${build[@]}" --filter "$serial" --no-parallel >"$serial_log" 2>&1 &
     serial_pid=$!
+    wait_until_testing "$serial_pid"
     rest_skips+=(--skip "$serial")
 fi
-# Interrupted (Ctrl-C, a cancelled job): the processes in the background go too — with the test binaries `swift test`
-# started, which would otherwise keep recording (and keep the session daemon the recording suite owns) after we are gone.
-stop_background() {
-    for pid in "$recording" ${serial_pid:-}; do
-        if kill -0 "$pid" 2>/dev/null; then
-            pkill -TERM -P "$pid" 2>/dev/null
-            kill -TERM "$pid" 2>/dev/null
-        fi
-    done
-    rm -f "$log" ${serial_log:-}
-}
-trap stop_background EXIT
-trap 'exit 130' INT TERM
 
 status=0
 $swift test --skip-build --ignore-lock "${build[@]}" "${rest_skips[@]}" || status=$?
