@@ -86,10 +86,10 @@ struct LaneState {
     /// The flood policy: wait only when the lane is full, held by another thread, not stalled, and this producer
     /// already has updaters queued — so an occasional dispatcher never waits, and the holder (an updater, listener or
     /// interceptor dispatching) never waits for itself. (A dispatch inside a task is never asked: `canWait` false.)
+    /// Asked only of a full lane: its one caller, `arrive`, asks that first.
     @inlinable
     func mustWaitForRoom(thread: UInt) -> Bool {
-        pending.count >= backlogLimit && busy && owner != thread && stalledAt != progress
-            && pending.hasQueued(slot: LaneQueue.slot(of: thread))
+        busy && owner != thread && stalledAt != progress && pending.hasQueued(slot: LaneQueue.slot(of: thread))
     }
 
     /// A producer's wait for room ended: `woken` by ``shouldWakeProducers``, or the stall timeout ran out. If it ran
