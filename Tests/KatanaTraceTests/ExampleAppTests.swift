@@ -19,8 +19,9 @@ actor ExampleBuilds {
         return Paths.packageRoot.appendingPathComponent(".build/examples/\(folder)")
     }
 
-    /// Builds `Examples/example` (debug; every product, once: two builds in one scratch folder would collide) and
-    /// returns its executable `product`.
+    /// Builds `Examples/example` (debug; every product, once: two builds in one scratch folder would collide) as
+    /// `make examples` does — its flags, and from scratch when an incremental build of the path dependency fails (it
+    /// can miss that Katana's interface changed) — and returns its executable `product`.
     func executable(_ product: String, of example: String) async throws -> URL {
         let folder = try await build(example)
         return folder.appendingPathComponent(product)
@@ -29,22 +30,13 @@ actor ExampleBuilds {
     private func build(_ example: String) async throws -> URL {
         if let task = built[example] { return try await task.value }
         let task = Task<URL, any Error> {
-            let scratch = Self.scratch(example)
-            let arguments = [
-                "swift", "build", "--package-path", Paths.packageRoot.appendingPathComponent("Examples/\(example)").path,
-                "--scratch-path", scratch.path,
-            ]
-            var build = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), arguments)
-            if build.status != 0 {
-                // An incremental build of a path dependency can miss that Katana's interface changed (callers of a
-                // changed default argument then fail to link): build once more from scratch.
-                try? FileManager.default.removeItem(at: scratch)
-                build = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), arguments)
-            }
+            let build = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), [
+                "make", "--no-print-directory", "-C", Paths.packageRoot.path, "examples", "EXAMPLES=\(example)",
+            ])
             guard build.status == 0 else {
-                throw RecordingError("swift build of Examples/\(example) failed (\(build.status)):\n\(build.out.suffix(3_000))\(build.err.suffix(3_000))")
+                throw RecordingError("make examples EXAMPLES=\(example) failed (\(build.status)):\n\(build.out.suffix(3_000))\(build.err.suffix(3_000))")
             }
-            return scratch.appendingPathComponent("debug")
+            return Self.scratch(example).appendingPathComponent("debug")
         }
         built[example] = task
         return try await task.value

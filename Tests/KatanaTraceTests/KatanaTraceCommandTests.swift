@@ -6,11 +6,11 @@ import Testing
 /// `katana-trace`, the toolkit's SwiftPM-built CLI: its reports against the reference reader, and its answers to
 /// damaged traces and bad arguments.
 enum KatanaTrace {
-    /// The build's own, or the one `KATANA_TRACE_EXECUTABLE` names: `make test-tsan` names the plain build's. The
-    /// toolkit runs on one thread (it starts no task and no thread), so an instrumented copy had nothing to check and
-    /// read traces three times slower, the largest share of the ThreadSanitizer step (the toolkit and reader
-    /// agreement suites alone: 142 s, 50 s with the plain one). Its code is still instrumented where this process
-    /// calls the library.
+    /// The build's own, or the one `KATANA_TRACE_EXECUTABLE` names: `make test` and `make test-tsan` name `make
+    /// dist`'s, the file users install, which reads traces about fourteen times faster than a debug build (the
+    /// Makefile's test target has the figures). Under ThreadSanitizer an instrumented copy had nothing to check: the
+    /// toolkit runs on one thread (it starts no task and no thread), and read traces three times slower, the largest
+    /// share of that step. Its code is still instrumented, and debug-built, where this process calls the library.
     static let executable: URL = ProcessInfo.processInfo.environment["KATANA_TRACE_EXECUTABLE"]
         .map { URL(fileURLWithPath: $0) } ?? builtExecutable(named: "katana-trace")
 

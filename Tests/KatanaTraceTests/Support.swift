@@ -6,7 +6,7 @@ import Testing
 
 extension Trait where Self == ConditionTrait {
     /// For a suite whose subject is the `katana-trace` command (what its child processes print, and the files it writes
-    /// or reads in one thread): skipped under `make test-tsan`. The child there is the plain debug build `make test`
+    /// or reads in one thread): skipped under `make test-tsan`. The child there is the release build `make test`
     /// ran the same tests against (KATANA_TRACE_EXECUTABLE; the Makefile says why), so the instrumented process only
     /// starts it and waits: nothing for ThreadSanitizer to check. Long chains of such children were what the step's
     /// last minutes waited for, slowed by the instrumented tests beside them.
