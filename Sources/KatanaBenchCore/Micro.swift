@@ -100,6 +100,10 @@ struct Micro: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: "Updaters queued behind the parked holder per round (--only queued; 0: the round alone).")
     var queued: Int = 64
 
+    @Option(name: .customLong("in-flight"), parsing: .unconditional,
+            help: "Side effects dispatched before the first of them is awaited (--only side-effects; 1: each awaited before the next is dispatched).")
+    var inFlight: Int = Micro.sideEffectSlice
+
     @Option(name: .long, parsing: .unconditional, help: "Updaters a second each thread dispatches (--only window).")
     var rate: Int = 100_000
 
@@ -128,6 +132,7 @@ struct Micro: AsyncParsableCommand {
         try checkRange(payload, 0...(1 << 30), "--payload", unit: "bytes")
         try checkRange(runs, 1...1_000, "--runs")
         try checkRange(queued, 0...Micro.queuedLimit, "--queued")
+        try checkRange(inFlight, 1...Micro.sideEffectSlice, "--in-flight")
         try checkRange(rate, 1_000...10_000_000, "--rate", unit: "updaters a second")
         try checkRange(threads, 1...64, "--threads")
         if only.contains(.window), backend != .flightRecorder {
@@ -188,7 +193,8 @@ struct Micro: AsyncParsableCommand {
             case .sideEffects:
                 var perOps: [Double] = [], floors: [Double] = []
                 for _ in 0..<runs {
-                    let (perOp, floor) = try await sideEffects(count: iterations / 10, backend: backend, withFloor: self.floors)
+                    let (perOp, floor) = try await sideEffects(count: iterations / 10, inFlight: inFlight, backend: backend,
+                                                                  withFloor: self.floors)
                     perOps.append(perOp)
                     if let floor { floors.append(floor) }
                 }
@@ -777,22 +783,27 @@ struct Micro: AsyncParsableCommand {
         return histogram
     }
 
-    /// Side effects per slice of a run: slices of the figure and of its floor alternate, so both see the same phase
-    /// of a shared machine. Measured whole, one after the other, the two figures were far enough apart in time for a
-    /// VM's speed to move between them, and `micro --only side-effects`' ratio wandered from run to run.
+    /// Side effects per slice of a run (and the most `--in-flight` takes): slices of the figure and of its floor
+    /// alternate, so both see the same phase of a shared machine. Measured whole, one after the other, the two figures
+    /// were far enough apart in time for a VM's speed to move between them, and `micro --only side-effects`' ratio
+    /// wandered from run to run.
     static let sideEffectSlice = 5_000
 
-    /// ns per side effect (dispatch, run, dispatch and await one updater), dispatched a slice at a time, each slice
+    /// ns per side effect (dispatch, run, dispatch and await one updater), dispatched `inFlight` at a time, each slice
     /// awaited before the next; with `withFloor`, also ns per floor task (`Floors.taskSpawnAndAwait`), its slices
     /// interleaved with the side effects' (which of the two runs first alternates by slice).
-    private func sideEffects(count: Int, backend: any TraceBackend, withFloor: Bool) async throws -> (perOp: Double, floor: Double?) {
+    /// `inFlight` 1 runs one side effect at a time, which is how `make walk` counts a side effect's walk
+    /// (`scripts/dispatch-walk`): dispatched together, side effects overlap, and which of them finds the lane taken by
+    /// another's updater, or another in the running list, depends on how the threads interleave.
+    private func sideEffects(count: Int, inFlight: Int, backend: any TraceBackend,
+                             withFloor: Bool) async throws -> (perOp: Double, floor: Double?) {
         let store = makeStore(backend: backend)
         var handles: [DispatchHandle<Void>] = []
-        handles.reserveCapacity(min(count, Self.sideEffectSlice))
+        handles.reserveCapacity(min(count, inFlight))
         var elapsed: UInt64 = 0, floorElapsed: UInt64 = 0
         var done = 0, slice = 0
         while done < count {
-            let size = min(Self.sideEffectSlice, count - done)
+            let size = min(inFlight, count - done)
             let floorFirst = withFloor && slice % 2 == 1
             if floorFirst { floorElapsed += await Floors.taskSpawnAndAwait(count: size) }
             let start = nowNanoseconds()

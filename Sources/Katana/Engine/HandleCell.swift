@@ -238,7 +238,7 @@ final class HandleCell: @unchecked Sendable {
             lock.unlock()
             return outcome
         }
-        return await suspendUntilResolved(token: takeTokenAndUnlock())
+        return await unlockAndSuspend()
     }
 
     /// `wait()` for a handle that reports only completion: the error the cell was resolved with, or nil for success
@@ -251,23 +251,19 @@ final class HandleCell: @unchecked Sendable {
             lock.unlock()
             return failure
         }
-        if case let .failure(error) = await suspendUntilResolved(token: takeTokenAndUnlock()) { return error }
+        if case let .failure(error) = await unlockAndSuspend() { return error }
         return nil
     }
 
-    /// A token for a waiter about to suspend; releases the lock (held by the caller).
+    /// Suspends until the cell resolves (or the waiting task is cancelled: then `CancellationError`). Called with
+    /// `lock` held, by a waiter that found the cell unresolved: takes the waiter's token and releases the lock before
+    /// it suspends.
     @usableFromInline
-    func takeTokenAndUnlock() -> UInt64 {
+    nonisolated(nonsending) func unlockAndSuspend() async -> Outcome {
         let token = nextToken
         nextToken &+= 1
         lock.unlock()
-        return token
-    }
-
-    /// Suspends until the cell resolves (or the waiting task is cancelled: then `CancellationError`).
-    @usableFromInline
-    nonisolated(nonsending) func suspendUntilResolved(token: UInt64) async -> Outcome {
-        await withTaskCancellationHandler {
+        return await withTaskCancellationHandler {
             await withUnsafeContinuation { continuation in
                 lock.lock()
                 if isDone {
