@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: setup bench test test-ci walk test-otlp test-install dist test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples docs perf-table window-table
+.PHONY: setup bench test test-ci walk test-otlp test-install dist test-metrics test-inspector test-tsan test-notrace release perf-gate perf-gate-selftest bench-baseline examples example-dir docs perf-table window-table
 
 setup:
 	@bash scripts/setup-system.sh
@@ -20,20 +20,24 @@ bench: release
 ## TracedHTTPService (swift-otel, SwiftNIO, async-http-client: minutes of build) is not among them: `make test-otlp`
 ## builds it and runs its test (CI runs both).
 ## The two HTTP services (MetricsService, TracedHTTPService) share one scratch folder, .build/examples/services, so
-## SwiftNIO and the rest they both use compile once (ExampleBuilds.scratch in the tests says the same).
+## SwiftNIO and the rest they both use compile once (`example_scratch` below).
 ## Without debug information (-gnone, -g0): nothing debugs the examples' builds, and it takes a little off them
 ## (MetricsService from scratch: 169 s and 186 s in two runs, against 188 s and 190 s with it). The tests build them
 ## here too (ExampleBuilds).
+## `make example-dir EXAMPLE=NAME` prints the folder an example's executables are built in (the tests, the docs' and
+## the services' scripts ask it, so the scratch folders are spelled here only).
 EXAMPLES := HelloKatana OrderService
 EXAMPLES_BUILD := .build/examples
 EXAMPLE_FLAGS := -Xswiftc -gnone -Xcc -g0
+example_scratch = $(EXAMPLES_BUILD)/$(if $(filter MetricsService TracedHTTPService,$(1)),services,$(1))
 examples:
-	@for example in $(EXAMPLES); do \
-		echo "building Examples/$$example"; \
-		case $$example in MetricsService|TracedHTTPService) scratch=$(EXAMPLES_BUILD)/services ;; *) scratch=$(EXAMPLES_BUILD)/$$example ;; esac; \
-		$(SWIFT) build --package-path Examples/$$example --scratch-path $$scratch $(EXAMPLE_FLAGS) >/dev/null 2>&1 || \
-		{ rm -rf $$scratch && $(SWIFT) build --package-path Examples/$$example --scratch-path $$scratch $(EXAMPLE_FLAGS); } || exit 1; \
-	done
+	@$(foreach example,$(EXAMPLES),echo "building Examples/$(example)" && \
+		{ $(SWIFT) build --package-path Examples/$(example) --scratch-path $(call example_scratch,$(example)) $(EXAMPLE_FLAGS) >/dev/null 2>&1 || \
+		{ rm -rf $(call example_scratch,$(example)) && $(SWIFT) build --package-path Examples/$(example) --scratch-path $(call example_scratch,$(example)) $(EXAMPLE_FLAGS); }; } && ) true
+
+example-dir:
+	@test -d Examples/$(EXAMPLE) || { echo "example-dir: no Examples/$(EXAMPLE) (EXAMPLE=NAME of a folder in Examples/)" >&2; exit 2; }
+	@echo $(CURDIR)/$(call example_scratch,$(EXAMPLE))/debug
 
 ## The full test suite (including the real LTTng recording tests), but for the OTLP example's (`make test-otlp`).
 ## Two processes at once, the serialized LTTng recording suite beside the rest (scripts/run-tests.sh says why).

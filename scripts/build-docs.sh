@@ -13,7 +13,7 @@ python3 scripts/perf-table --check
 # builds without and Examples/MetricsService enables, so its graph comes from that example's build.
 # (scripts/symbol-graphs says why not `swift package dump-symbol-graph`.)
 swift build >/dev/null 2>&1 || swift build
-inspector_build=.build/examples/services
+inspector_build=$(dirname "$(${MAKE:-make} --no-print-directory -s example-dir EXAMPLE=MetricsService)")
 # Built as `make examples` builds it, there (from scratch when the incremental build fails: a file deleted from the
 # package since is a "missing input" an example's build of the path dependency cannot get past).
 ${MAKE:-make} --no-print-directory examples EXAMPLES=MetricsService

@@ -13,8 +13,7 @@
 # run; elsewhere the check is skipped with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=".build/examples/services"  # shared with TracedHTTPService (the Makefile's examples target)
-service="$build/debug/order-service-metrics"
+service="$(${MAKE:-make} --no-print-directory -s example-dir EXAMPLE=MetricsService)/order-service-metrics"
 
 case "${1:-}" in
   metrics) package=prometheus ;;
@@ -38,7 +37,8 @@ fi
 # Debian's prometheus package starts a Prometheus of its own as a service where there is an init system; the check
 # runs its own.
 
-# Built as `make examples` builds it, in $build (from scratch when the incremental build fails).
+# Built as `make examples` builds it, in the folder `make example-dir` names (shared with TracedHTTPService; from scratch
+# when the incremental build fails).
 ${MAKE:-make} --no-print-directory examples EXAMPLES=MetricsService
 case "$1" in
   metrics) python3 Examples/MetricsService/check_prometheus.py "$service" ;;

@@ -10,18 +10,10 @@ actor ExampleBuilds {
     static let shared = ExampleBuilds()
     private var built: [String: Task<URL, any Error>] = [:]
 
-    /// The scratch folder of `example`'s build (where `make examples` builds it). The two HTTP services share one:
-    /// SwiftNIO and what else both use compile once (their builds are most of `make test-otlp`'s and `make
-    /// test-metrics`' time), and SwiftPM keeps a module built for one root package when the other's build needs it
-    /// unchanged.
-    nonisolated static func scratch(_ example: String) -> URL {
-        let folder = ["MetricsService", "TracedHTTPService"].contains(example) ? "services" : example
-        return Paths.packageRoot.appendingPathComponent(".build/examples/\(folder)")
-    }
-
-    /// Builds `Examples/example` (debug; every product, once: two builds in one scratch folder would collide) as
-    /// `make examples` does — its flags, and from scratch when an incremental build of the path dependency fails (it
-    /// can miss that Katana's interface changed) — and returns its executable `product`.
+    /// Builds `Examples/example` (debug; every product, once: two builds in one scratch folder would collide) with
+    /// `make examples` — its flags, its scratch folder (the two HTTP services share one), and from scratch when an
+    /// incremental build of the path dependency fails (it can miss that Katana's interface changed) — and returns its
+    /// executable `product`, in the folder `make example-dir` names.
     func executable(_ product: String, of example: String) async throws -> URL {
         let folder = try await build(example)
         return folder.appendingPathComponent(product)
@@ -31,12 +23,14 @@ actor ExampleBuilds {
         if let task = built[example] { return try await task.value }
         let task = Task<URL, any Error> {
             let build = try await runProcessSuspending(URL(fileURLWithPath: "/usr/bin/env"), [
-                "make", "--no-print-directory", "-C", Paths.packageRoot.path, "examples", "EXAMPLES=\(example)",
+                "make", "--no-print-directory", "-C", Paths.packageRoot.path, "examples", "example-dir",
+                "EXAMPLES=\(example)", "EXAMPLE=\(example)",
             ])
-            guard build.status == 0 else {
-                throw RecordingError("make examples EXAMPLES=\(example) failed (\(build.status)):\n\(build.out.suffix(3_000))\(build.err.suffix(3_000))")
+            // example-dir's line is the last: the folder.
+            guard build.status == 0, let folder = build.out.split(separator: "\n").last, folder.hasPrefix("/") else {
+                throw RecordingError("make examples example-dir EXAMPLES=\(example) EXAMPLE=\(example) failed (\(build.status)):\n\(build.out.suffix(3_000))\(build.err.suffix(3_000))")
             }
-            return Self.scratch(example).appendingPathComponent("debug")
+            return URL(fileURLWithPath: String(folder))
         }
         built[example] = task
         return try await task.value
@@ -102,7 +96,7 @@ final class Conversation {
 
         // Nothing of the provider was compiled (SwiftPM plans every target of the graph, but compiles only what the
         // product needs): no object or module of CLTTng or KatanaLTTng in the build folder.
-        let scratch = ExampleBuilds.scratch("HelloKatana")
+        let scratch = binary.deletingLastPathComponent().deletingLastPathComponent()  // `debug` is in the scratch folder
         let files = FileManager.default.enumerator(atPath: scratch.path)?.compactMap { $0 as? String } ?? []
         let compiled = files.filter { $0.hasSuffix(".o") || $0.hasSuffix(".swiftmodule") }
         let lttng = compiled.filter { $0.contains("CLTTng.build/") || $0.contains("KatanaLTTng") }
