@@ -198,6 +198,7 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
 @Suite struct MicroCaseTests {
     @Test func everyGateWorkloadRunsAndReportsItsFigure() async throws {
         let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
         let json = directory.appendingPathComponent("micro.json").path
         let outcome = try await bench(["micro", "--only", "fire-and-forget", "round-trip", "side-effects", "listeners",
                                  "interceptors", "--iterations", "2000", "--runs", "1", "--backend", "none",
