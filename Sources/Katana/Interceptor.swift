@@ -179,8 +179,8 @@ public protocol DispatchInterceptor: Sendable {
 /// A ``DispatchInterceptor`` that receives each item with its own type: `next` passes it (or a changed copy) on,
 /// `forward` passes another item on instead (the rest of the chain then sees that one). A state updater that the
 /// leading typed interceptors of a store's configuration pass on reaches the store with its type known, so the
-/// store applies it as it applies an updater without interceptors, instead of through its witness: 3 pass-through
-/// interceptors of this form add about half what the erased form adds (see the Performance article).
+/// store applies it as it applies an updater without interceptors, instead of through its witness (the Performance
+/// article's table gives what three pass-through interceptors of each form add).
 ///
 /// ```swift
 /// struct Audit: TypedDispatchInterceptor {

@@ -264,6 +264,31 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
         #expect(second.state.counter == 0)
     }
 
+    /// The store keeps its interceptors as long as it lives, and no longer (`DispatchInterceptor.bind(to:)`): what one
+    /// captures stays alive with the store and is released with it, whichever way the interceptor reached it (the
+    /// configuration's are links the store retains by hand and releases in its deinit).
+    @Test(arguments: placements) func theStoreKeepsItsInterceptorsExactlyAsLongAsItLives(_ placement: InterceptorPlacement) async throws {
+        final class Captured: Sendable {}
+        let captured = WeakBox<Captured>()
+        let released = WeakBox<TestStore>()
+        var store: TestStore?
+        do {
+            let held = Captured()
+            captured.object = held
+            store = placement.store([Intercepting { item, next in
+                withExtendedLifetime(held) {}
+                try next(item)
+            }])
+        }
+        try await store?.dispatch(Increment()).value
+        #expect(store?.state.counter == 1)
+        #expect(captured.object != nil, "the store let go of its interceptor while it lives")
+        released.object = store
+        store = nil
+        #expect(await eventually { released.object == nil }, "the store was not released")
+        #expect(await eventually { captured.object == nil }, "an interceptor outlived its store")
+    }
+
     @Test(arguments: placements) func concurrentProducersLoseNothingThroughTheChain(_ placement: InterceptorPlacement) async {
         let seen = Counter()
         let store = placement.store([Intercepting { item, next in seen.increment(); try next(item) }])

@@ -6,13 +6,6 @@ import Synchronization
 // An updater dispatched inline through the interceptors: the runs on the caller's stack (typed links, the closure
 // chain) and the ends of their chains, which apply the updater specialised.
 extension StoreEngine {
-    /// One of the configuration's interceptors, bound to this store.
-    @usableFromInline
-    final class LinkBox {
-        @usableFromInline let interceptor: any DispatchInterceptor
-        init(_ interceptor: any DispatchInterceptor) { self.interceptor = interceptor }
-    }
-
     /// An inline run's chain end for the updater as dispatched, passed on by every interceptor in the typed form:
     /// applied as an updater without interceptors is (specialised).
     @inlinable @inline(__always)

@@ -157,7 +157,7 @@ extension StoreEngine {
     final func runLinks(_ item: any Dispatchable, from index: Int, end: (any Dispatchable) throws -> Void) throws {
         guard index < links.count else { return try end(item) }
         try links[index]._withUnsafeGuaranteedRef { link in
-            try link.interceptor.intercept(item) { forwarded in try runLinks(forwarded, from: index + 1, end: end) }
+            try link.intercept(item) { forwarded in try runLinks(forwarded, from: index + 1, end: end) }
         }
     }
 

@@ -19,8 +19,8 @@ extension StoreEngine {
         let context = intercepting ? makeContext(scope: nil) : nil
         if let context, !configuration.interceptors.isEmpty {
             let bound = configuration.interceptors.map { $0.bind(to: context) }
-            let buffer = UnsafeMutableBufferPointer<Unmanaged<LinkBox>>.allocate(capacity: bound.count)
-            _ = buffer.initialize(from: bound.map { Unmanaged.passRetained(LinkBox($0)) })
+            let buffer = UnsafeMutableBufferPointer<Unmanaged<ErasedLink>>.allocate(capacity: bound.count)
+            _ = buffer.initialize(from: bound.map { Unmanaged.passRetained(makeErasedLink($0)) })
             links = buffer
             let typed = Array(bound.prefix { $0 is any TypedDispatchInterceptor })
             var list: TypedLink?

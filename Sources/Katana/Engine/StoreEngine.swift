@@ -44,10 +44,10 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     /// released in deinit (see ``ClosureChain``).
     @usableFromInline @exclusivity(unchecked) final var chain: Unmanaged<ClosureChain<StoreInterceptorChain>>?
     /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
-    /// (Boxes referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
-    /// called in place from its box's `let`, where an element was copied out and destroyed around each call. Written
-    /// once before ready; retained by hand and released in deinit.)
-    @usableFromInline @exclusivity(unchecked) final var links = UnsafeMutableBufferPointer<Unmanaged<LinkBox>>(start: nil, count: 0)
+    /// (Links referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
+    /// called in place from its link, where an element was copied out and destroyed around each call. Written once
+    /// before ready; retained by hand and released in deinit.)
+    @usableFromInline @exclusivity(unchecked) final var links = UnsafeMutableBufferPointer<Unmanaged<ErasedLink>>(start: nil, count: 0)
     /// The leading ones of `links` that are ``TypedDispatchInterceptor``s, as a list (a state updater dispatched with
     /// its type goes through these typed, then through the rest erased). Retained by hand: set once before ready,
     /// released in deinit; read without reference counting.
