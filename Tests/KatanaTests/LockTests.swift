@@ -5,8 +5,9 @@ import KatanaTestSupport
 import Synchronization
 import Testing
 
-/// The store's locks: `Lock` in its adaptive form (a try-lock, spinning, then sleeping) and its plain one, and the
-/// state's own futex lock (`LockedState`: a compare-and-swap, spinning, then sleeping on the word).
+/// The store's one lock (`Lock`: a compare-and-swap on a futex word, then sleeping on it), in its adaptive form (spinning
+/// first), its plain one, and as the state's (`LockedState`, adaptive, with the value it guards); and its condition,
+/// the flood policy's wait for room.
 @Suite struct LockTests {
     enum Kind: CaseIterable, Sendable { case adaptive, plain, state }
 
@@ -65,8 +66,8 @@ import Testing
         counted.lock.unlock()
     }
 
-    /// A holder that keeps the lock far longer than the adaptive lock spins: the waiter goes to sleep (in the mutex,
-    /// or on the state lock's word) and gets the lock only once the holder gave it back.
+    /// A holder that keeps the lock far longer than the adaptive lock spins: the waiter goes to sleep on the lock's
+    /// word and gets the lock only once the holder gave it back.
     @Test(arguments: Kind.allCases)
     func aWaiterGetsTheLockOnlyWhenItsHolderGivesItBack(kind: Kind) async {
         final class Flags: Sendable {
@@ -112,5 +113,56 @@ import Testing
             state.unlock()
             return true
         })
+    }
+
+    /// A waiter on the condition gives the lock up while it sleeps, and a broadcast made with the lock held wakes it:
+    /// it returns `true` (woken, not timed out), holding the lock again.
+    @Test func aBroadcastWakesAWaiterThatGaveTheLockUp() async {
+        let lock = Lock(adaptive: true)
+        let room = Lock.Condition(lock)
+        final class Seen: Sendable {
+            let woken = Atomic<Int>(-1)  // -1 until the wait returned; then whether it said woken
+            let heldAfter = Atomic<Bool>(false)
+        }
+        let seen = Seen()
+        let waiting = DispatchSemaphore(value: 0)
+        Thread {
+            lock.lock()
+            waiting.signal()
+            let woken = room.wait(nanoseconds: 30_000_000_000)
+            seen.heldAfter.store(lock.isHeldByThisThread, ordering: .relaxed)
+            lock.unlock()
+            seen.woken.store(woken ? 1 : 0, ordering: .releasing)
+        }.start()
+        await onThread {
+            waiting.wait()
+            // The waiter is in `wait` once it gave the lock up: taking it here proves the lock is free meanwhile.
+            lock.lock()
+            room.broadcast()
+            lock.unlock()
+            while seen.woken.load(ordering: .acquiring) == -1 { usleep(1_000) }
+        }
+        let (woken, heldAfter) = (seen.woken.load(ordering: .acquiring), seen.heldAfter.load(ordering: .relaxed))
+        #expect(woken == 1, "the broadcast did not wake the waiter")
+        #expect(heldAfter, "the waiter returned without the lock")
+    }
+
+    /// With no broadcast, the wait ends when its time runs out — not before, not never — and says so (`false`: the
+    /// flood policy then counts the lane as stalled), holding the lock again.
+    @Test func aWaitWithNoBroadcastEndsWhenItsTimeRunsOut() async {
+        let lock = Lock()
+        let room = Lock.Condition(lock)
+        let result = await onThread { () -> (woken: Bool, held: Bool, waited: UInt64) in
+            lock.lock()
+            let start = DispatchTime.now().uptimeNanoseconds
+            let woken = room.wait(nanoseconds: 50_000_000)
+            let waited = DispatchTime.now().uptimeNanoseconds - start
+            let held = lock.isHeldByThisThread
+            lock.unlock()
+            return (woken, held, waited)
+        }
+        #expect(!result.woken)
+        #expect(result.held)
+        #expect(result.waited >= 50_000_000, "the wait ended after \(result.waited) ns, before its time ran out")
     }
 }

@@ -1,10 +1,12 @@
 #ifndef CKATANA_TRACE_PROVIDER_H
 #define CKATANA_TRACE_PROVIDER_H
 
+#include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The seam between Katana's core and a native tracing provider linked into the same process.
@@ -90,13 +92,24 @@ static inline uint64_t katana_duration_ns(uint64_t token) {
     return katana_duration_ns_slow(token);
 }
 
-/* The futex calls behind the store's state lock (`LockedState`, whose word Swift's atomics change): only a lock that
- * another thread holds sleeps here. `syscall` is variadic, which Swift cannot call. */
+/* The futex calls behind the engine's lock and its condition (`Lock`, whose words Swift's atomics change): only a
+ * lock that another thread holds, or a producer waiting for room in a full lane, sleeps here. `syscall` is variadic,
+ * which Swift cannot call. */
 static inline void katana_futex_wait(void *word, uint32_t expected) {
     syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, (void *)0, (void *)0, 0);
 }
+/* Sleeps while `*word == expected`, at most `nanoseconds` (a relative timeout: the kernel measures it on the monotonic
+ * clock). 0: woken, or the word had changed already, or interrupted (a spurious wake-up: callers loop); 1: timed out. */
+static inline int katana_futex_wait_for(void *word, uint32_t expected, uint64_t nanoseconds) {
+    struct timespec timeout = { (time_t)(nanoseconds / 1000000000u), (long)(nanoseconds % 1000000000u) };
+    long rc = syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, &timeout, (void *)0, 0);
+    return rc != 0 && errno == ETIMEDOUT;
+}
 static inline void katana_futex_wake_one(void *word) {
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, (void *)0, (void *)0, 0);
+}
+static inline void katana_futex_wake_all(void *word) {
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT32_MAX, (void *)0, (void *)0, 0);
 }
 
 /* A spin-wait hint: lets the core the waiter shares run, and keeps its polling off the line it watches. */

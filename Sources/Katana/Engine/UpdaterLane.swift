@@ -5,8 +5,8 @@ import KatanaTrace
 import Synchronization
 
 // The common dispatch, whole — the idle lane taken, the updater applied and the listeners told on the dispatching
-// thread, the lane given back, the handle made — and the state with the lock that guards it; the entry to every other
-// case (`applyOrQueue`). Arriving at a busy lane is `LaneArrival.swift`'s; the lane's rules are `LaneState`'s.
+// thread, the lane given back, the handle made; the entry to every other case (`applyOrQueue`). Arriving at a busy
+// lane is `LaneArrival.swift`'s; the lane's rules are `LaneState`'s; the state's lock is `Lock.swift`'s.
 extension StoreEngine {
     /// Applies an updater right here when the lane is idle, or puts it in the lane. `typedLinks`: the caller knows
     /// the updater's type statically (a typed `dispatch`), so the protocol-form interceptors get it in their typed
@@ -300,94 +300,6 @@ enum TracePlan: UInt8, Sendable {
     case combinedUnlessBudgeted
     /// As three events (`dispatch_enqueue`, `dispatch_begin`, `dispatch_end`): a backend that does not combine.
     case threeEvents
-}
-
-/// A store's state with the lock that guards it, in one object (swift-nio's `NIOLockedValueBox` is the model):
-/// `value` is read and written only with the lock held — by the lane's holder around each change it applies, by
-/// readers of `PartialStore.state` — and the lock knows which thread holds it, so a read from inside an updater the
-/// store is applying on that thread gets the state as it is instead of deadlocking.
-///
-/// The lock is a futex word of its own rather than a ``Lock``: taken with one compare-and-swap and given back with one
-/// exchange, the kernel called only when another thread holds it — where `pthread_mutex_trylock` and `unlock` are
-/// calls into the C library with more work of their own on every dispatch (the callgrind gate's `fire_and_forget`).
-/// It is contended only between the lane's holder and readers of the state: the lane already makes the writers take
-/// turns. Swift's atomics change the word, so ThreadSanitizer sees every acquisition and release (`swift test
-/// --sanitize=thread`).
-@usableFromInline
-final class LockedState<S: State>: @unchecked Sendable {
-    /// The state. Guarded by this lock.
-    @usableFromInline @exclusivity(unchecked) var value = S()
-    /// 0: free; 1: held; 2: held, and a thread may be asleep waiting for it (the holder wakes one as it gives it
-    /// back). Alone in its cache line, as ``Lock``'s mutex is, at an address that never moves (the kernel waits on it).
-    @usableFromInline let word: UnsafeMutablePointer<Atomic<UInt32>>
-    /// The thread holding the lock (0: none). Written by the holder only, so a thread reads its own id here only while
-    /// it holds the lock, and a stale read is never its own id: ``isHeldByThisThread`` needs no ordering. What a read of
-    /// the store's state from inside an updater it is applying (`PartialStore.state`), and a listener added there, ask
-    /// instead of deadlocking; and the debug builds' checks.
-    @usableFromInline let holder = Atomic<UInt>(0)
-
-    @usableFromInline init() {
-        word = UnsafeMutableRawPointer.allocate(byteCount: Lock.cacheLine, alignment: Lock.cacheLine)
-            .bindMemory(to: Atomic<UInt32>.self, capacity: 1)
-        word.initialize(to: Atomic(0))
-    }
-
-    deinit {
-        word.deinitialize(count: 1)
-        UnsafeMutableRawPointer(word).deallocate()
-    }
-
-    @inlinable final func lock() {
-        if !word.pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { lockContended() }
-        holder.store(pthread_self(), ordering: .relaxed)
-    }
-
-    /// Another thread holds the lock: try again between pauses, up to ``Lock/spinLimit`` times (it is held for an
-    /// updater's few dozen nanoseconds), then sleep on the word until the holder gives it back.
-    @usableFromInline @inline(never)
-    final func lockContended() {
-        for _ in 0..<Lock.spinLimit {
-            katana_cpu_relax()
-            if word.pointee.load(ordering: .relaxed) == 0,
-               word.pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged {
-                return
-            }
-        }
-        // Marked 2 from here on, so whoever gives it back wakes a sleeper (perhaps none is left: a wake too many).
-        while word.pointee.exchange(2, ordering: .acquiring) != 0 {
-            katana_futex_wait(UnsafeMutableRawPointer(word), 2)
-        }
-    }
-
-    @inlinable final func unlock() {
-        holder.store(0, ordering: .relaxed)
-        if word.pointee.exchange(0, ordering: .releasing) == 2 { katana_futex_wake_one(UnsafeMutableRawPointer(word)) }
-    }
-
-    /// Takes the lock if it is free; `false` if another thread (or this one) holds it.
-    @inlinable final func tryLock() -> Bool {
-        guard word.pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged else { return false }
-        holder.store(pthread_self(), ordering: .relaxed)
-        return true
-    }
-
-    /// Whether this thread holds the lock.
-    @inlinable final var isHeldByThisThread: Bool { holder.load(ordering: .relaxed) == pthread_self() }
-
-    /// Debug builds: stops the program unless this thread holds the lock (as ``Lock/assertHeldByThisThread(_:)``).
-    @inlinable @inline(__always)
-    final func assertHeldByThisThread(_ what: @autoclosure () -> String) {
-        #if DEBUG
-        precondition(holder.load(ordering: .relaxed) == pthread_self(), "lock not held: \(what())")
-        #endif
-    }
-
-    @inlinable
-    final func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        lock()
-        defer { unlock() }
-        return try body()
-    }
 }
 
 extension UnsafeBufferPointer {
