@@ -32,12 +32,21 @@ class Lock: @unchecked Sendable {
     ///   sleeping in the kernel and waking up costs far more than the wait itself.
     @usableFromInline init(adaptive: Bool = false) {
         spins = adaptive
-        word = UnsafeMutableRawPointer.allocate(byteCount: Lock.cacheLine, alignment: Lock.cacheLine)
-            .bindMemory(to: Atomic<UInt32>.self, capacity: 1)
-        word.initialize(to: Atomic(0))
+        word = Lock.allocateWord()
     }
 
-    deinit {
+    deinit { Lock.deallocateWord(word) }
+
+    /// A futex word of 0, alone in its cache line, at an address that never moves (the kernel waits on it): the
+    /// lock's and its condition's.
+    @usableFromInline static func allocateWord() -> UnsafeMutablePointer<Atomic<UInt32>> {
+        let word = UnsafeMutableRawPointer.allocate(byteCount: cacheLine, alignment: cacheLine)
+            .bindMemory(to: Atomic<UInt32>.self, capacity: 1)
+        word.initialize(to: Atomic(0))
+        return word
+    }
+
+    @usableFromInline static func deallocateWord(_ word: UnsafeMutablePointer<Atomic<UInt32>>) {
         word.deinitialize(count: 1)
         UnsafeMutableRawPointer(word).deallocate()
     }
@@ -114,15 +123,10 @@ class Lock: @unchecked Sendable {
 
         @usableFromInline init(_ lock: Lock) {
             self.lock = lock
-            sequence = UnsafeMutableRawPointer.allocate(byteCount: Lock.cacheLine, alignment: Lock.cacheLine)
-                .bindMemory(to: Atomic<UInt32>.self, capacity: 1)
-            sequence.initialize(to: Atomic(0))
+            sequence = Lock.allocateWord()
         }
 
-        deinit {
-            sequence.deinitialize(count: 1)
-            UnsafeMutableRawPointer(sequence).deallocate()
-        }
+        deinit { Lock.deallocateWord(sequence) }
 
         /// Releases the lock, sleeps until `broadcast` or until `nanoseconds` have passed (on the monotonic clock,
         /// immune to wall-clock changes), takes the lock again. Returns `false` if the time ran out (spurious
