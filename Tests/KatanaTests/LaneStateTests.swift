@@ -30,7 +30,7 @@ import Testing
         let r4 = lane.arrive(thread: c, ignoringReadiness: true)
         #expect(r4 == .applyInline)
         var nothing: [LaneItem] = []
-        let r5 = lane.takeBatch(thread: c, upTo: 1, into: &nothing)
+        let r5 = lane.takeBatch(thread: c, upTo: 1, into: &nothing).taken
         #expect(!r5, "nothing queued: the lane is given up")
         let r6 = lane.takeEarlyItems()
         #expect(r6?.count == 2)
@@ -53,11 +53,11 @@ import Testing
         // Work arrived while A applied its own: A keeps the lane and helps drain it.
         #expect(lane.busy && lane.owner == a)
         var batch: [LaneItem] = []
-        let r12 = lane.takeBatch(thread: a, upTo: 10, into: &batch)
+        let r12 = lane.takeBatch(thread: a, upTo: 10, into: &batch).taken
         #expect(r12)
         #expect(batch.count == 1 && lane.progress == 1)
         batch.removeAll()
-        let r13 = lane.takeBatch(thread: a, upTo: 10, into: &batch)
+        let r13 = lane.takeBatch(thread: a, upTo: 10, into: &batch).taken
         #expect(!r13, "nothing left: the lane is idle again")
         #expect(!lane.busy)
     }
@@ -78,10 +78,10 @@ import Testing
         #expect(!lane.word.releaseIfNothingQueued())
         #expect(lane.busy && lane.owner == b)
         var batch: [LaneItem] = []
-        let first = lane.takeBatch(thread: b, upTo: 10, into: &batch)
+        let first = lane.takeBatch(thread: b, upTo: 10, into: &batch).taken
         #expect(first)
         batch.removeAll()
-        let none = lane.takeBatch(thread: b, upTo: 10, into: &batch)
+        let none = lane.takeBatch(thread: b, upTo: 10, into: &batch).taken
         #expect(!none)
         // Given up with the lock and nothing left: the mark is cleared, so the next holder gives back lock-free.
         let clean = lane.arrive(thread: a)
@@ -109,7 +109,7 @@ import Testing
         #expect(reentered == .applyInline)
         #expect(!lane.word.releaseIfNothingQueued(), "the lock-free give-back would drop the holding mark")
         var nothing: [LaneItem] = []
-        let released = lane.takeBatch(thread: c, upTo: 1, into: &nothing)
+        let released = lane.takeBatch(thread: c, upTo: 1, into: &nothing).taken
         #expect(!released, "nothing queued: the lane is given up")
         #expect(!lane.word.tryTake(thread: a), "still holding until readiness finds nothing more")
         let rest = lane.takeEarlyItems()
@@ -124,9 +124,9 @@ import Testing
         #expect(!lane.word.releaseIfNothingQueued())
         #expect(lane.busy && lane.owner == a, "the failed give-back leaves the holder holding, to drain what was queued")
         var batch: [LaneItem] = []
-        let one = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        let one = lane.takeBatch(thread: a, upTo: 1, into: &batch).taken
         #expect(one)
-        let none = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        let none = lane.takeBatch(thread: a, upTo: 1, into: &batch).taken
         #expect(!none)
 
         #expect(lane.word.tryTake(thread: b))
@@ -169,7 +169,7 @@ import Testing
         #expect(r14 == .applyInline)
         for _ in 0..<3 { lane.pending.append(item(from: b)) }
         var batch: [LaneItem] = []
-        let r15 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        let r15 = lane.takeBatch(thread: a, upTo: 1, into: &batch).taken
         #expect(r15)
         let r16 = lane.endHelpingTurn(thread: a)
         #expect(r16, "work is left: someone must take it")
@@ -206,13 +206,21 @@ import Testing
         #expect(r26 == .enqueue, "re-enqueued items never wait")
         // Waking: only once the backlog is down to half the limit, or the lane is given up.
         lane.roomWaiters = 1
-        #expect(!lane.shouldWakeProducers)
         var batch: [LaneItem] = []
-        let r27 = lane.takeBatch(thread: a, upTo: 2, into: &batch)
-        #expect(r27)
-        #expect(lane.shouldWakeProducers)
+        let r27 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        #expect(r27.taken && !r27.wakeProducers, "3 left of a limit of 4: the waiters stay")
+        batch.removeAll()
+        let r27b = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        #expect(r27b.taken && r27b.wakeProducers, "2 left: down to half the limit")
+        lane.roomWaiters = 0
+        batch.removeAll()
+        let r27c = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        #expect(r27c.taken && !r27c.wakeProducers, "nobody waits: nobody to wake")
         let r28 = lane.arrive(thread: b)
         #expect(r28 == .enqueue)
+        lane.roomWaiters = 1
+        let r28b = lane.takeBatch(thread: a, upTo: 0, into: &batch)
+        #expect(!r28b.taken && r28b.wakeProducers, "the lane given up, with work left: a waiter takes it")
     }
 
     @Test func aStalledLaneStopsHoldingProducersUntilItMovesAgain() {
@@ -230,7 +238,7 @@ import Testing
         // The stall timeout ran out with a batch taken meanwhile: busy, not stalled.
         let before = lane.progress
         var batch: [LaneItem] = []
-        let r32 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        let r32 = lane.takeBatch(thread: a, upTo: 1, into: &batch).taken
         #expect(r32)
         lane.pending.append(item(from: b))
         lane.waitEnded(woken: false, progressWhenWaitBegan: before)
@@ -242,7 +250,7 @@ import Testing
         #expect(r34 == .enqueue)
         // As soon as the lane moves again, the policy holds again.
         batch.removeAll()
-        let r35 = lane.takeBatch(thread: a, upTo: 1, into: &batch)
+        let r35 = lane.takeBatch(thread: a, upTo: 1, into: &batch).taken
         #expect(r35)
         lane.pending.append(item(from: b))
         #expect(lane.pending.count >= 2)
@@ -298,7 +306,7 @@ private extension LaneState {
     /// `true`: work is left, and someone must take it.
     mutating func endHelpingTurn(thread: UInt) -> Bool {
         var none: [LaneItem] = []
-        let took = takeBatch(thread: thread, upTo: 0, into: &none)
+        let took = takeBatch(thread: thread, upTo: 0, into: &none).taken
         #expect(!took && none.isEmpty, "a batch of 0 takes nothing and gives the lane up")
         return pending.count != 0
     }

@@ -72,30 +72,26 @@ final class HandleCell: @unchecked Sendable {
 
     @usableFromInline var isResolved: Bool { lock.withLock { isDone } }
 
-    /// Resolves the cell and resumes its waiters. Must be called with `lock` held. Later calls are ignored.
+    /// Resolves the cell with `result` and resumes its waiters. Must be called with `lock` held. Later calls are
+    /// ignored.
     @inlinable
     func resolveLocked(_ result: Outcome) {
         guard !isDone else { return }
         outcome = result
-        completeLocked(result)
+        resolveLocked()
     }
 
-    /// Resolves the cell with `()` (a state updater applied). Must be called with `lock` held. The same as
-    /// `resolveLocked(.success(()))` without writing `outcome`, which holds `.success(())` until a cell is resolved
-    /// (the lane resolves a batch of these, and each write of the existential pair went through `Result`'s witnesses).
+    /// Resolves the cell with `outcome` as it stands — `.success(())`, an updater applied, unless `resolveLocked(_:)`
+    /// wrote another — and resumes its waiters. Must be called with `lock` held. Later calls are ignored. The lane
+    /// resolves whole batches of applied updaters here without writing `outcome` (each write of the existential pair
+    /// went through `Result`'s witnesses), and copies it only for a waiter (the callgrind gate's
+    /// `awaited_round_trip`, `side_effect_round_trip`). Only such a cell is reused (`resetLocked`).
     @inlinable
-    func resolveAppliedLocked() {
-        guard !isDone else { return }
-        // No `Result` is built unless someone waits (the lane resolves whole batches: the callgrind gate's workloads).
-        completeLocked(.success(()))
-    }
-
-    /// Marks the cell done and resumes its waiters with `result`.
-    @inlinable @inline(__always)
-    func completeLocked(_ result: @autoclosure () -> Outcome) {
+    func resolveLocked() {
         lock.assertHeldByThisThread("a handle resolved without the completion lock")
+        guard !isDone else { return }
         isDone = true
-        if waiter != nil { resumeWaitersLocked(result()) }
+        if waiter != nil { resumeWaitersLocked(outcome) }
         if !children.isEmpty { children = [] }
     }
 
@@ -119,6 +115,9 @@ final class HandleCell: @unchecked Sendable {
     func resetLocked() {
         lock.assertHeldByThisThread("a handle reset without the completion lock")
         assert(isDone && waiter == nil && moreWaiters.isEmpty, "a cell reused before it was resolved")
+        // Only a cell resolved as applied is reused, so `outcome` still holds the `.success(())` that
+        // `resolveLocked()` hands the next waiters.
+        if case .failure = outcome { assertionFailure("a cell reused after it was resolved with an error") }
         phase.store(Phase.waiting, ordering: .relaxed)
         isDone = false
         // A side effect's cell that an interceptor gave to an updater in its place still holds the side effect's

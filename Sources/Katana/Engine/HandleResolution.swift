@@ -26,7 +26,7 @@ extension StoreEngine {
         for index in drainBuffer.indices {
             guard let cell = drainBuffer[index].cell.take() else { continue }
             // As `resolveUpdaterLocked` resolves an applied one, written out: this loop runs for every queued updater.
-            cell.resolveAppliedLocked()
+            cell.resolveLocked()
             if cell.acceptsVoid { recyclable.append(cell) }
         }
         completionLock.unlock()
@@ -52,16 +52,9 @@ extension StoreEngine {
             cell.resolveLocked(.failure(KatanaError.surfaced(error)))
         } else {
             // Resolved with `()`, and offered for reuse when it accepts `()` (`resolveBatch` checks it one batch later).
-            cell.resolveAppliedLocked()
+            cell.resolveLocked()
             if cell.acceptsVoid { recyclable.append(cell) }
         }
-    }
-
-    /// Hands the holder's spare cells to the lane, where producers take them (the two sets are swapped when the
-    /// holder has more: the fewer come back to it to fill). Caller holds `laneLock` and the lane.
-    @inlinable
-    final func offerSpareCells() {
-        if spareCells.count > lane.spareCells.count { swap(&spareCells, &lane.spareCells) }
     }
 
     /// A pending handle's cell, for a handle whose value is `V` (a `Void` or erased handle accepts an updater's `()`).

@@ -20,7 +20,8 @@ extension StoreEngine {
             enter(item, arrival, traced: !alreadyTraced)
             return
         }
-        let listeners = listenersForBatch()
+        let listeners = self.listeners
+        keepOldStates = listeners.needsOldState
         if item.id != 0, !alreadyTraced { traceEnqueue(item, route: .updaterInline, depth: 0) }
         laneLock.unlock()
         finish(item, process(item, route: .updaterInline, recordChanges: !listeners.boxes.isEmpty))

@@ -92,8 +92,9 @@ struct LaneState {
         busy && owner != thread && stalledAt != progress && pending.hasQueued(slot: LaneQueue.slot(of: thread))
     }
 
-    /// A producer's wait for room ended: `woken` by ``shouldWakeProducers``, or the stall timeout ran out. If it ran
-    /// out with no batch taken since `seen` (the `progress` when the wait began), the lane counts as stalled.
+    /// A producer's wait for room ended: `woken` by the holder, when a batch it took said so
+    /// (``takeBatch(thread:upTo:into:)``), or the stall timeout ran out. If it ran out with no batch taken since `seen`
+    /// (the `progress` when the wait began), the lane counts as stalled.
     @inlinable
     mutating func waitEnded(woken: Bool, progressWhenWaitBegan seen: UInt64) {
         if !woken, progress == seen { stalledAt = seen }
@@ -101,29 +102,28 @@ struct LaneState {
 
     @inlinable mutating func keepUntilReady(_ item: EarlyItem) { earlyItems?.append(item) }
 
-    /// Whether producers waiting for room should be woken: the backlog is down to half the limit, or the lane was
-    /// given up (one of them takes it).
-    @inlinable var shouldWakeProducers: Bool {
-        roomWaiters > 0 && (!busy || pending.count <= backlogLimit / 2)
-    }
-
-    /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `false`: the
-    /// lane is given up, idle again — nothing was pending, or `limit` is 0: the holder's helping turn is over (it
-    /// reached its helping limit), and what is left stays for whoever takes the lane next (then the caller must make
-    /// sure someone does: the store's queue).
+    /// The holder takes up to `limit` of the oldest pending updaters into `buffer` (empty) as one batch. `taken`
+    /// false: the lane is given up, idle again — nothing was pending, or `limit` is 0: the holder's helping turn is
+    /// over (it reached its helping limit), and what is left stays for whoever takes the lane next (then the caller
+    /// must make sure someone does: the store's queue). `wakeProducers`: producers wait for room (the flood policy),
+    /// and the backlog is down to half the limit, or the lane was given up (one of them takes it).
     @inlinable
-    mutating func takeBatch(thread: UInt, upTo limit: Int, into buffer: inout [LaneItem]) -> Bool {
-        assertHeld(by: thread)
+    mutating func takeBatch(thread: UInt, upTo limit: Int, into buffer: inout [LaneItem])
+        -> (taken: Bool, wakeProducers: Bool) {
+        // Debug builds check that only the lane's holder takes its batches (swift-nio's habit for event loops). The
+        // word is read here, not through `busy` and `owner`: a debug build calls each accessor, on every batch.
+        assert(word.bits.load(ordering: .acquiring) & LaneWord.busy != 0 && word.owner.load(ordering: .relaxed) == thread,
+               "a batch taken by a thread that does not hold the lane")
         if limit == 0 || pending.count == 0 {
             // `queued` stays set if work is left, so that a lock-free give-back never skips it; `notReady` as it was.
             // While the lane is busy only the holder and producers holding `laneLock` change the word: a plain store.
             let left = pending.count == 0 ? 0 : LaneWord.queued
             word.bits.store(word.bits.load(ordering: .relaxed) & LaneWord.notReady | left, ordering: .releasing)
-            return false
+            return (false, roomWaiters > 0)
         }
         pending.take(upTo: limit, into: &buffer)
         progress &+= 1
-        return true
+        return (true, roomWaiters > 0 && pending.count <= backlogLimit / 2)
     }
 
     /// The store's queue takes the lane if it is idle with work pending. `true`: it holds the lane now.
@@ -161,14 +161,6 @@ struct LaneState {
         guard done else { return now }
         word.owner.store(thread, ordering: .relaxed)
         return nil
-    }
-
-    /// Debug builds check that only the lane's holder does the holder's work (swift-nio's habit for event loops).
-    @inlinable
-    func assertHeld(by thread: UInt, _ what: StaticString = #function) {
-        // The word read here, not through `busy` and `owner`: a debug build calls each accessor, on every batch.
-        assert(word.bits.load(ordering: .acquiring) & LaneWord.busy != 0 && word.owner.load(ordering: .relaxed) == thread,
-               "\(what) called by a thread that does not hold the lane")
     }
 }
 

@@ -4,14 +4,6 @@ import Synchronization
 // Telling them of a change is `tell`'s (`UpdaterLane.swift`); when a change is delivered — now, for an updater applied
 // inline, or after a batch — is `applyAndNotify`'s (`UpdaterLane.swift`) and `deliverChanges`' (`Applying.swift`).
 extension StoreEngine {
-    /// The listeners for the items the lane holder applies next through the batch path, with `keepOldStates` set
-    /// for them (whether each change must keep the state before it). Caller holds `laneLock` and the lane.
-    @inlinable
-    final func listenersForBatch() -> ListenerList<S> {
-        keepOldStates = listeners.needsOldState
-        return listeners
-    }
-
     /// Changes the listeners with both locks held: the state lock (an updater applied inline reads them under it,
     /// having taken the lane lock-free) and `laneLock` (the batch paths read them under it), in that order. From
     /// inside an updater this store is applying on this thread (a misuse), the state lock is this thread's already.

@@ -72,9 +72,11 @@ extension StoreEngine {
     final func drainBatch(route: DispatchRoute, limit: Int) -> Int? {
         let thread = pthread_self()
         laneLock.lock()
-        let taken = lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer)
-        if lane.shouldWakeProducers { room.broadcast() }
-        offerSpareCells()  // what this holder recycled goes to the producers, whether it holds on or gives the lane up
+        let (taken, wakeProducers) = lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer)
+        if wakeProducers { room.broadcast() }
+        // The cells this holder recycled go to the producers, whether it holds on or gives the lane up: the two sets
+        // are swapped when the holder has more (the fewer come back to it to fill).
+        if spareCells.count > lane.spareCells.count { swap(&spareCells, &lane.spareCells) }
         guard taken else {
             let left = lane.pending.count != 0
             var replaced: [ListenerList<S>] = []  // kept while the lane was held (`keepWhileLaneHeld`)
@@ -84,7 +86,8 @@ extension StoreEngine {
             if left { updaterQueue.async { self.kick() } }
             return nil
         }
-        let listeners = listenersForBatch()
+        let listeners = self.listeners
+        keepOldStates = listeners.needsOldState  // what `applyLocked` records for them
         laneLock.unlock()
 
         let record = !listeners.boxes.isEmpty

@@ -99,7 +99,7 @@ final class SideEffectRegistry: @unchecked Sendable {
         assert(cell.lock === lock, "a cell of another store")
         lock.lock()
         leaveLocked(cell)
-        cell.resolveAppliedLocked()
+        cell.resolveLocked()
         lock.unlock()
     }
 

@@ -128,7 +128,9 @@ final class StoreEngine<S: State>: @unchecked Sendable {
 
     @usableFromInline @exclusivity(unchecked) final var drainBuffer: [LaneItem] = []  // lane holder
     @usableFromInline @exclusivity(unchecked) final var changes: [(S, S)] = []  // lane holder
-    /// The lane holder's snapshot of `listeners.needsOldState` for the items it applies now.
+    /// The lane holder's snapshot of `listeners.needsOldState` for the items it applies now, taken under `laneLock`
+    /// with the list it then tells of them (`drainBatch`, and the batch paths of one item): whether each change keeps
+    /// the state before it (`applyLocked`).
     @usableFromInline @exclusivity(unchecked) final var keepOldStates = false  // lane holder
     /// How many listeners the lane holder's last inline change was handed to (`applyAndNotify`), for that updater's
     /// trace event: read before the lane is given back, so no other change comes between.
@@ -138,7 +140,7 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) final var finished: [FinishedUpdater] = []  // lane holder
     /// Cells resolved in the holder's last batch, to reuse once their handles are gone (`resolveBatch`).
     @usableFromInline @exclusivity(unchecked) final var recyclable: [HandleCell] = []  // lane holder
-    /// Reset cells waiting to be handed to the lane (`offerSpareCells`).
+    /// Reset cells waiting to be handed to the lane (`drainBatch`).
     @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
     @usableFromInline final let padAfterHolder = CacheLinePad()
 

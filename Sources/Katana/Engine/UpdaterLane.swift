@@ -141,7 +141,8 @@ extension StoreEngine {
         }
         // Listeners on their executor: the batch path, which reads them under `laneLock`.
         laneLock.lock()
-        let listeners = listenersForBatch()
+        let listeners = self.listeners
+        keepOldStates = listeners.needsOldState
         laneLock.unlock()
         let result = process(item, route: .updaterInline, recordChanges: !listeners.boxes.isEmpty, combined: combined)
         deliverChanges(to: listeners)
