@@ -65,6 +65,29 @@ import Testing
         #expect(log == Array(0..<300) + Array(1_000..<1_300))
     }
 
+    /// A reused cell hands its next waiters the `()` its previous item left in it (`HandleCell.resolveLocked()`), so
+    /// a cell resolved with an error must never be reused: here every refused updater's handle is dropped, and no
+    /// later updater's handle may see their error. (Told by the outcomes, not by the cells' identities: a cell freed
+    /// is often allocated again at the same address.)
+    @Test func aRefusedUpdatersCellIsNeverReusedSoNoLaterHandleSeesItsError() async throws {
+        let store = makeStore()
+        let hold = await LaneHold.start(store, appending: -1)
+        for _ in 0..<300 {
+            let handle = store.dispatch(Withdraw(amount: 1))  // the counter is 0: every one is refused
+            #expect(Self.cell(handle) != nil, "queued behind a held lane: a pending handle")
+        }
+        let last = store.dispatch(Append(value: -2))
+        await hold.release()
+        try await last.value
+        #expect(store.state.counter == 0)
+
+        let second = try await Self.round(store, 1_000..<1_300, keep: { _ in true })
+        let outcome = await within(seconds: 120) { [kept = second.kept] in
+            for handle in kept { try await handle.value }
+        }
+        #expect(outcome.finished && outcome.error == nil, "every later handle resolves with success: \(outcome)")
+    }
+
     @Test func aReusedCellWaitsResolvesAndCancelsAsANewOneDoes() async throws {
         let store = makeStore()
         let first = try await Self.round(store, 0..<300, keep: { _ in false })
