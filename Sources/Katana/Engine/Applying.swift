@@ -24,6 +24,10 @@ extension StoreEngine {
         guard intercepting, !item.bypass else {
             lockedState.lock()
             defer { lockedState.unlock() }
+            guard item.id != 0 else {
+                do { try applyLocked(item.updater, recordChanges: recordChanges) } catch { return .done(error) }
+                return .done(nil)
+            }
             return .done(applyTracedLocked(item, route: route, recordChanges: recordChanges, combined: combined))
         }
         // Through the interceptors: begin and end bracket the whole chain (the updater is applied by `next`).
@@ -36,17 +40,17 @@ extension StoreEngine {
         return result
     }
 
-    /// Applies one updater past the interceptors, between its `dispatch_begin` and `dispatch_end`; returns what it
-    /// threw. The caller holds the state lock and the lane.
+    /// Applies one traced updater past the interceptors, between its `dispatch_begin` and `dispatch_end`; returns
+    /// what it threw. The caller holds the state lock and the lane. (An untraced one, its callers apply with
+    /// `applyLocked` directly: the queued walk, `make walk`, entered this function for nothing.)
     @inlinable
     final func applyTracedLocked(_ item: LaneItem, route: DispatchRoute, recordChanges: Bool, combined: Bool = false) -> KatanaError? {
-        let started = item.id != 0 ? traceStart(item, route: route, combined: combined) : (0, 0)
+        assert(item.id != 0, "an untraced item is applied with applyLocked")
+        let started = traceStart(item, route: route, combined: combined)
         var failure: KatanaError?
         do { try applyLocked(item.updater, recordChanges: recordChanges) } catch { failure = error }
-        if item.id != 0 {
-            if let failure { traceFailure(item.id, failure) }
-            traceFinish(item, route: route, combined: combined, started: started, outcome: failure == nil ? .ok : .error)
-        }
+        if let failure { traceFailure(item.id, failure) }
+        traceFinish(item, route: route, combined: combined, started: started, outcome: failure == nil ? .ok : .error)
         return failure
     }
 

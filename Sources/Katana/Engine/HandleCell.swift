@@ -61,13 +61,16 @@ final class HandleCell: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var runningNext: Unmanaged<HandleCell>?
     @usableFromInline @exclusivity(unchecked) var runningPrevious: Unmanaged<HandleCell>?
 
+    /// The cell of a pending handle whose value is `V` (a `Void` or erased handle accepts an updater's `()`).
     /// Not inlinable: an inlinable initialiser calls a function per field's initial value (its declaration's), where
     /// this one sets them in its own body — thirteen functions of the side-effect walk (`make walk`) for one call
     /// more per new cell (a queued updater's cell is mostly reused; the callgrind gate's `side_effect_round_trip`).
+    /// `Void` is asked first: a `Void` handle's cell (every updater's, most side effects') never looks up the erased
+    /// type's metadata.
     @usableFromInline
-    init(lock: Lock, acceptsVoid: Bool) {
+    init<V: Sendable>(lock: Lock, for _: V.Type) {
         self.lock = lock
-        self.acceptsVoid = acceptsVoid
+        acceptsVoid = V.self == Void.self || V.self == (any Sendable).self
     }
 
     @usableFromInline var isResolved: Bool { lock.withLock { isDone } }

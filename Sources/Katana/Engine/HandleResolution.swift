@@ -56,10 +56,4 @@ extension StoreEngine {
             if cell.acceptsVoid { recyclable.append(cell) }
         }
     }
-
-    /// A pending handle's cell, for a handle whose value is `V` (a `Void` or erased handle accepts an updater's `()`).
-    @inlinable
-    final func makeCell<V: Sendable>(for: V.Type) -> HandleCell {
-        HandleCell(lock: completionLock, acceptsVoid: V.self == Void.self || V.self == (any Sendable).self)
-    }
 }

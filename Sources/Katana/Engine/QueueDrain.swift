@@ -103,8 +103,14 @@ extension StoreEngine {
                     skipCancelled(drainBuffer[index], cell: cell, route: route)
                     continue
                 }
-                if let failure = applyTracedLocked(drainBuffer[index], route: route, recordChanges: record),
-                   let cell = drainBuffer[index].cell.take() {
+                // Untraced, applied as it is; traced, between its begin and end (`applyTracedLocked`).
+                var failure: KatanaError?
+                if drainBuffer[index].id == 0 {
+                    do { try applyLocked(drainBuffer[index].updater, recordChanges: record) } catch { failure = error }
+                } else {
+                    failure = applyTracedLocked(drainBuffer[index], route: route, recordChanges: record)
+                }
+                if let failure, let cell = drainBuffer[index].cell.take() {
                     finished.append(FinishedUpdater(cell: cell, error: failure))
                 }
             }

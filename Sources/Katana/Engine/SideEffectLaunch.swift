@@ -12,7 +12,7 @@ extension StoreEngine {
     final func enqueueSideEffect<V: Sendable>(
         _ sideEffect: any AnySideEffect, type: Any.Type, parentID: UInt64, as: V.Type, bypassInterceptors: Bool = false
     ) -> DispatchHandle<V> {
-        let cell = makeCell(for: V.self)
+        let cell = HandleCell(lock: completionLock, for: V.self)
         let (id, name) = traceIdentity(of: type)
         let item = SideEffectItem(sideEffect: sideEffect, cell: cell, id: id, parentID: parentID, name: name,
                                   bypass: bypassInterceptors, discardsValue: V.self == Void.self)

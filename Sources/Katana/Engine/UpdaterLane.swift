@@ -87,7 +87,7 @@ extension StoreEngine {
                 // A spare cell if the lane has one (they accept `()`: only a handle that takes `()` gets one, every
                 // updater's handle today; the check folds away in specialised code), else a new one.
                 let spare = V.self == Void.self || V.self == (any Sendable).self ? lane.spareCells.popLast() : nil
-                let cell = spare ?? makeCell(for: V.self)
+                let cell = spare ?? HandleCell(lock: completionLock, for: V.self)
                 // It counts against this producer (its slot) in the flood policy.
                 let item = LaneItem(updater: updater, cell: cell, id: id, parentID: parentID, name: name,
                                     bypass: bypassInterceptors, slot: LaneQueue.slot(of: thread))
@@ -233,7 +233,7 @@ extension StoreEngine {
         case let .done(error):
             return DispatchHandle(ranInline: error, success: success)
         case let .replacedBySideEffect(sideEffect):
-            let cell = makeCell(for: V.self)
+            let cell = HandleCell(lock: completionLock, for: V.self)
             launchSideEffect(sideEffect, cell: cell, parentID: parentID)
             return DispatchHandle(cell)
         }
