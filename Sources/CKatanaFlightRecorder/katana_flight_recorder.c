@@ -291,8 +291,6 @@ void katana_fr_updater_inline(uint64_t id, uint64_t parent, const char *name, ui
                inline_word(parallelism, KATANA_FR_INLINE, outcome, listeners));
 }
 
-int katana_fr_enabled(void) { return 1; }
-
 /* The floor of a recorded inline updater: what it cannot do without — its two clock reads (start and end) and one
    record stored into a segment of this thread's — on a segment of its own, which it goes round in place of moving
    to the next (once per SEGMENT_RECORDS records, as a thread moves), so the recorder's pool is left alone. */
@@ -346,7 +344,6 @@ int katana_fr_watch_signal(int number, char *error, size_t error_size) {
     pthread_mutex_unlock(&signal_lock);
     return status ? -1 : fd;
 }
-
 
 int katana_fr_next_signal(int fd) {
     for (;;) {

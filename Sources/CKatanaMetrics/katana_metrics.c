@@ -340,8 +340,6 @@ static inline void count_outcome(shard *s, block *b, uint8_t outcome) {
     add(s, &b->outcomes[outcome < KATANA_METRICS_OUTCOMES ? outcome : 1], 1, memory_order_relaxed);
 }
 
-int katana_metrics_enabled(void) { return 1; }
-
 void katana_metrics_updater_inline(katana_metrics *m, const char *name, uint64_t duration_ns, uint8_t outcome) {
     shard *s = shard_of(m);
     block *b = block_of(m, s, name, 0);

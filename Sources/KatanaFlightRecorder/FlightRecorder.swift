@@ -132,7 +132,6 @@ public final class FlightRecorder: TransitionTraceBackend, DirectRecordingBacken
     }
 
     public var isEnabled: Bool { true }
-    package var enabledFunction: @convention(c) () -> Int32 { katana_fr_enabled }
     package var updaterInlineSinceFunction: (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8, UInt32) -> Void)? {
         katana_fr_updater_inline_since
     }

@@ -235,7 +235,6 @@ public final class DispatchMetrics: DirectRecordingBackend, @unchecked Sendable 
     public var isEnabled: Bool { true }
     /// Yes: an updater applied inline is one record at its end.
     public var combinesInlineUpdaters: Bool { true }
-    package var enabledFunction: @convention(c) () -> Int32 { katana_metrics_enabled }
     package var updaterInlineSinceFunction: (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt64, UInt8, UInt32) -> Void)? {
         isPrimary ? katana_metrics_updater_inline_since : nil
     }

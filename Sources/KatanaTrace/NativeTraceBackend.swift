@@ -99,11 +99,11 @@ extension StaticString {
 }
 
 /// A backend that records in this process through C functions a store calls directly on its hottest traced path —
-/// KatanaFlightRecorder's rings: the per-dispatch check and the inline updater's one event without the existential,
-/// the event value or a retain, the updater's start token passed on so its end is the only other clock read.
+/// KatanaFlightRecorder's rings, KatanaMetrics' counters: the inline updater's one event without the existential,
+/// the event value or a retain, the updater's start token passed on so its end is the only other clock read. It
+/// records every dispatch of a store it is the backend of (`isEnabled` is always true), so the store asks it nothing
+/// per dispatch.
 package protocol DirectRecordingBackend: TraceBackend {
-    /// Non-zero while it records; called once per dispatch.
-    var enabledFunction: @convention(c) () -> Int32 { get }
     /// Records an updater applied inline: (id, parent id, NUL-terminated name, parallelism, start token from
     /// `katana_duration_start`, outcome, listeners handed its change), at its end; nil when this instance has no such
     /// function (the store then calls ``TraceBackend/updaterInline(_:)``).

@@ -45,9 +45,6 @@ void katana_fr_updater_inline_since(uint64_t id, uint64_t parent, const char *na
 void katana_fr_updater_inline(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,
                               uint64_t duration_ns, uint8_t outcome, uint32_t listeners);
 
-/* Always 1: the recorder records whenever it is the backend (a store's per-dispatch check, called directly). */
-int katana_fr_enabled(void);
-
 /* For benchmarks: nanoseconds taken by `count` records of what a recorded inline updater cannot do without (two
    clock reads and one record stored into a per-thread ring). */
 uint64_t katana_fr_floor(uint64_t count);

@@ -34,9 +34,6 @@ int katana_metrics_is_primary(const katana_metrics *m);
    series' index, or -1 when the limit is reached (or no name was given). */
 int katana_metrics_reserve(katana_metrics *m, const char *_Nullable name, uint8_t kind, int exclusive);
 
-/* Always 1: metrics record whenever they are the backend. */
-int katana_metrics_enabled(void);
-
 /* An updater applied inline, at its end, with its start token (`katana_duration_start`): service time, no wait.
    Records into the first set made. */
 void katana_metrics_updater_inline_since(uint64_t id, uint64_t parent, const char *name, uint32_t parallelism,

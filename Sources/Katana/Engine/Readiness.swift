@@ -11,7 +11,7 @@ extension StoreEngine {
         lockedState.withLock { lockedState.value = initialState }
         intercepting = !configuration.interceptors.isEmpty || !interceptors.isEmpty
         sideEffects.intercepts = intercepting
-        inlinePlan = if recordsDispatches || !listenersAreInline { .general }
+        inlinePlan = if tracesEverything || !listenersAreInline { .general }
                      else if intercepting { .intercepted }
                      else if tracesNothing { .plain } else { .plainUntraced }
         holderPlan = if !listenersAreInline { .batch } else if intercepting { .intercepted } else { .direct }

@@ -64,12 +64,18 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     @usableFromInline final let listenersAreInline: Bool
     /// How an updater its dispatching thread applies is traced (``TracePlan``).
     @usableFromInline final let tracePlan: TracePlan
-    /// `tracer.isEnabled` as a plain C function when the backend is a native provider (or an in-process one): asked
-    /// on every dispatch, without the existential's copy, projection and witness call.
+    /// `tracer.isEnabled` as a plain C function when the backend is a native provider: asked on every dispatch,
+    /// without the existential's copy, projection and witness call. Nil when the answer never changes
+    /// (`tracesNothing`, `tracesEverything`) or only the backend itself can give it.
     @usableFromInline final let enabledCheck: (@convention(c) () -> Int32)?
     /// The backend is the no-op one and there is no dispatch recorder: nothing is ever traced, and the untraced
     /// dispatch asks nothing (callgrind's `fire_and_forget`).
     @usableFromInline final let tracesNothing: Bool
+    /// Every dispatch is traced, whatever any session does: a dispatch recorder gives each an id, and a backend that
+    /// records in this process (the flight recorder, the metrics) records each. Nothing is asked per dispatch: a call
+    /// to a check that always said yes was two indirect calls per recorded dispatch (the callgrind gate's
+    /// `fire_and_forget_flight_recorder`, `_metrics`).
+    @usableFromInline final let tracesEverything: Bool
     /// A native provider's `updater_inline`, called directly with the name's bytes (no event value, no retains).
     @usableFromInline final let nativeUpdaterInline:
         (@convention(c) (UInt64, UInt64, UnsafePointer<CChar>, UInt32, UInt32, UInt64, UInt8) -> Void)?
@@ -151,10 +157,8 @@ final class StoreEngine<S: State>: @unchecked Sendable {
                          else if configuration.latencyBudgets.isEmpty { .combined } else { .combinedUnlessBudgeted }
         let native = tracer as? NativeTraceBackend
         let direct = tracer as? any DirectRecordingBackend
-        // A store with a dispatch recorder gives every dispatch an id, as while its backend records: its check says so
-        // (folded in here, the untraced dispatch asks one thing, as without one: callgrind's `fire_and_forget`).
-        self.enabledCheck = if configuration.dispatchRecorder != nil { { 1 } } else if let native { native.enabledCheck }
-                            else if let direct { direct.enabledFunction } else { nil }
+        self.tracesEverything = configuration.dispatchRecorder != nil || direct != nil
+        self.enabledCheck = tracesEverything ? nil : native?.enabledCheck
         self.tracesNothing = configuration.dispatchRecorder == nil && tracer is NoOpTraceBackend
         self.nativeUpdaterInline = native?.updaterInlineFunction
         self.directUpdaterInline = direct?.updaterInlineSinceFunction

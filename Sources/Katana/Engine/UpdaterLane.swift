@@ -212,7 +212,8 @@ extension StoreEngine {
     /// functions on every side effect's dispatch, the Architecture article's walk, `make walk`. Change both together.)
     @inlinable @inline(__always)
     final func traceIdentity(of type: Any.Type) -> (id: UInt64, name: TraceName?) {
-        let enabled = if let check = enabledCheck { check() != 0 } else { !tracesNothing && tracer.isEnabled }
+        let enabled = if let check = enabledCheck { check() != 0 }
+                      else { tracesEverything || (!tracesNothing && tracer.isEnabled) }
         guard enabled else { return (0, nil) }
         return (KatanaTracing.nextID(), TraceName.of(type))
     }
@@ -221,7 +222,7 @@ extension StoreEngine {
     /// check called directly; else the existential's `isEnabled`. (`traceIdentity` asks the same, written out.)
     @inlinable
     final var tracingEnabled: Bool {
-        if let check = enabledCheck { check() != 0 } else { !tracesNothing && tracer.isEnabled }
+        if let check = enabledCheck { check() != 0 } else { tracesEverything || (!tracesNothing && tracer.isEnabled) }
     }
 
     /// The handle of an updater applied inline, from what applying it gave.
@@ -265,13 +266,14 @@ enum InlinePlan: UInt8, Sendable {
     /// Apply and tell the listeners, nothing else: no interceptors, listeners told on the dispatching thread, and a
     /// backend that never traces (the no-op one, without a dispatch recorder).
     case plain
-    /// As `plain` while no trace session listens; a traced dispatch takes the general path. (A backend that can
-    /// trace: LTTng's, the flight recorder's, the metrics'.)
+    /// As `plain` while no trace session listens; a traced dispatch takes the general path. (A backend that traces
+    /// while a session listens: LTTng's, or one of the app's own.)
     case plainUntraced
     /// Through the interceptors on the dispatching thread while no trace session listens (listeners told there too,
     /// no dispatch recorder); a traced dispatch, or one that bypasses them, takes the general path.
     case intercepted
-    /// Always the general path (`applyOrQueue`): a dispatch recorder, or listeners on an executor.
+    /// Always the general path (`applyOrQueue`): every dispatch traced (a dispatch recorder, the flight recorder or
+    /// the metrics as the backend: `tracesEverything`), or listeners on an executor.
     case general
 }
 
