@@ -18,19 +18,28 @@ extension StoreEngine {
                                   bypass: bypassInterceptors, discardsValue: V.self == Void.self)
         if id == 0, readyForSideEffects.load(ordering: .acquiring) {
             start(item)
-            return DispatchHandle(cell)
+        } else {
+            enqueueTracedOrEarly(item)
         }
+        return DispatchHandle(cell)
+    }
+
+    /// `enqueueSideEffect`'s other cases, out of line: a traced side effect (its enqueue traced under `laneLock`,
+    /// with the lane's depth) or one dispatched before the store is ready (kept until it is). Written inline, they
+    /// made the common case too large for the compiler to inline it into its caller with the task's creation, two
+    /// calls more per side effect, `Task.init` unspecialised among them (the callgrind gate's `side_effect_round_trip`).
+    @usableFromInline @inline(never)
+    final func enqueueTracedOrEarly(_ item: SideEffectItem) {
         laneLock.lock()
         if lane.beforeReady {
-            if id != 0 { traceEnqueue(item, route: .keptUntilReady, depth: lane.earlyItems?.count ?? 0) }
+            if item.id != 0 { traceEnqueue(item, route: .keptUntilReady, depth: lane.earlyItems?.count ?? 0) }
             lane.keepUntilReady(.sideEffect(item))
             laneLock.unlock()
-            return DispatchHandle(cell)
+            return
         }
-        if id != 0 { traceEnqueue(item, route: .sideEffectPool, depth: lane.pending.count) }
+        if item.id != 0 { traceEnqueue(item, route: .sideEffectPool, depth: lane.pending.count) }
         laneLock.unlock()
         start(item)
-        return DispatchHandle(cell)
     }
 
     /// Starts a side effect that an interceptor put in place of a state updater.
