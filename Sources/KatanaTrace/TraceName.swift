@@ -9,29 +9,41 @@ import Foundation
 /// reference counting, and two names are equal exactly when they are the same storage. Intern only bounded sets of
 /// strings (type names, route names), not per-request data.
 public struct TraceName: Sendable, Hashable, CustomStringConvertible {
-    private let storage: Unmanaged<Storage>
+    @usableFromInline let storage: Unmanaged<Storage>
 
     /// The name as a Swift string.
     public var string: String { storage._withUnsafeGuaranteedRef { $0.string } }
     public var description: String { string }
     /// A NUL-terminated UTF-8 copy that lives as long as the process.
+    /// (Inlinable, as `utf8Count` and `of(_:)`'s table probe: a recorded dispatch reads them in the store's code,
+    /// where a call to each was a frame more per dispatch — the callgrind gate's `fire_and_forget_flight_recorder`.)
+    @inlinable
     public var cString: UnsafePointer<CChar> { storage._withUnsafeGuaranteedRef { UnsafePointer($0.cString) } }
     /// The length of `cString` in bytes, without its NUL.
+    @inlinable
     public var utf8Count: UInt32 { storage._withUnsafeGuaranteedRef { $0.utf8Count } }
 
     /// A name that is not tied to a type (store and router events, tests): the interned name of `string`.
     public init(_ string: String) { self = Self.cache.name(of: string) }
 
-    private init(storage: Unmanaged<Storage>) { self.storage = storage }
+    @usableFromInline init(storage: Unmanaged<Storage>) { self.storage = storage }
 
     public static func == (lhs: TraceName, rhs: TraceName) -> Bool { lhs.storage.toOpaque() == rhs.storage.toOpaque() }
     public func hash(into hasher: inout Hasher) { hasher.combine(storage.toOpaque()) }
 
     /// The interned name of `type`. The first call for a type formats and stores it; later calls on the same
     /// thread are one probe of a small per-thread table (no hashing, no lock). Call it only when a backend is listening.
+    @inlinable
     public static func of(_ type: Any.Type) -> TraceName {
         let key = UInt(bitPattern: ObjectIdentifier(type))
         if let cached = katana_name_cache_get(key) { return TraceName(storage: Unmanaged.fromOpaque(cached)) }
+        return interning(type, key: key)
+    }
+
+    /// `of(_:)` for a type this thread's table does not hold: interned (formatted the first time in the process),
+    /// then put in the table.
+    @usableFromInline
+    static func interning(_ type: Any.Type, key: UInt) -> TraceName {
         let name = cache.name(of: type)
         katana_name_cache_put(key, name.storage.toOpaque())  // interned: lives for the process, held unretained
         return name
@@ -39,11 +51,12 @@ public struct TraceName: Sendable, Hashable, CustomStringConvertible {
 
     private static let cache = Cache()
 
-    private final class Storage: @unchecked Sendable {
+    @usableFromInline
+    final class Storage: @unchecked Sendable {
         // Immutable after init; never freed (interned: the cache holds one reference for the whole process).
-        let string: String
-        let cString: UnsafeMutablePointer<CChar>
-        let utf8Count: UInt32
+        @usableFromInline let string: String
+        @usableFromInline let cString: UnsafeMutablePointer<CChar>
+        @usableFromInline let utf8Count: UInt32
 
         init(_ string: String) {
             self.string = string
