@@ -73,6 +73,36 @@ private func expectWellFormed(_ events: [InMemoryTraceBackend.Event], sourceLoca
         #expect(!batches.isEmpty && batches.allSatisfy { $0.listeners == 2 }, "batches: \(batches)")
     }
 
+    /// A batch's delivery to the listeners is in the trace when its dispatches are, whatever the backend answers by
+    /// the time the batch ends: tracing stopped while two traced updaters waited in the lane, their
+    /// `listeners_notified` still follows their ends; a reader never finds traced changes delivered to nobody.
+    @Test func aTracedBatchsDeliveryIsTracedAfterTracingStops() async throws {
+        let backend = InMemoryTraceBackend()
+        let store = makeStore(backend)
+        store.addListener { _, _ in }
+        try await twoBumpsQueuedBehindABlockedUpdater(store) { backend.setEnabled(false) }
+        let bumpsEnded = backend.events.filter {
+            if case let .end(end) = $0 { end.name == TraceName.of(Bump.self) } else { false }
+        }
+        #expect(bumpsEnded.count == 2)
+        var changes: UInt32 = 0
+        for case let .listenersNotified(storeID, told, _) in backend.events where storeID == store.storeID { changes += told }
+        #expect(changes == 3, "the blocked updater's change and the two queued ones: \(backend.events)")
+    }
+
+    /// And the other way: untraced updaters (dispatched while nothing listened) are delivered untraced, though tracing
+    /// started before their batch ended — a `listeners_notified` would speak of dispatches the trace does not hold.
+    @Test func anUntracedBatchsDeliveryIsNotTracedWhenTracingStartsMeanwhile() async throws {
+        let backend = InMemoryTraceBackend(enabled: false)
+        let store = makeStore(backend)
+        store.addListener { _, _ in }
+        try await twoBumpsQueuedBehindABlockedUpdater(store) { backend.setEnabled(true) }
+        let delivered = backend.events.filter {
+            if case let .listenersNotified(storeID, _, _) = $0 { storeID == store.storeID } else { false }
+        }
+        #expect(delivered.isEmpty, "\(backend.events)")
+    }
+
     @Test func queuedUpdatersReportTheDepthTheyFound() async throws {
         let backend = InMemoryTraceBackend()
         let store = makeStore(backend)
@@ -287,12 +317,15 @@ final class Gate: Sendable {
 
 /// Holds the updater lane with a blocked updater, dispatches two `Bump`s (so both queue behind it), lets it go,
 /// and waits for both.
-func twoBumpsQueuedBehindABlockedUpdater(_ store: Store<TraceState, EmptySideEffectDependencyContainer>) async throws {
+func twoBumpsQueuedBehindABlockedUpdater(
+    _ store: Store<TraceState, EmptySideEffectDependencyContainer>, whileQueued: () -> Void = {}
+) async throws {
     let gate = Gate()
     Thread { store.dispatch(Blocking(gate: gate)) }.start()
     await onThread { gate.started.wait() }
     let first = store.dispatch(Bump())
     let second = store.dispatch(Bump())
+    whileQueued()
     gate.release.signal()
     try await first.value
     try await second.value

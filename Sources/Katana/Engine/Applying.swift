@@ -79,10 +79,12 @@ extension StoreEngine {
     }
 
     /// Tells the listeners of `list` of the changes the batch recorded (`applyLocked`), now or on their executor, and
-    /// traces them as one `listeners_notified`. (An updater applied inline tells its listeners in `applyAndNotify`,
-    /// and its trace event carries how many: `traceFinish`.)
+    /// — when the batch held a `traced` item — traces them as one `listeners_notified`. (An updater applied inline
+    /// tells its listeners in `applyAndNotify`, and its trace event carries how many: `traceFinish`.) Traced by its
+    /// items rather than by asking the backend again: a batch whose dispatches the trace shows has its delivery there
+    /// too, and one whose dispatches it does not, not — as for a dispatch applied inline.
     @inlinable
-    final func deliverChanges(to list: ListenerList<S>) {
+    final func deliverChanges(to list: ListenerList<S>, traced: Bool) {
         let listeners = list.boxes  // `list` is kept until the last of them is told, on their executor too
         var delivered = 0
         if newStatePending {
@@ -120,7 +122,7 @@ extension StoreEngine {
             }
             changes.removeAll(keepingCapacity: true)
         }
-        if delivered > 0, tracingEnabled {
+        if delivered > 0, traced {
             tracer.listenersNotified(storeID: storeID, changes: UInt32(clamping: delivered), listeners: UInt32(clamping: listeners.count))
         }
     }

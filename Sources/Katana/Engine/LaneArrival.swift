@@ -25,7 +25,7 @@ extension StoreEngine {
         if item.id != 0, !alreadyTraced { traceEnqueue(item, route: .updaterInline, depth: 0) }
         laneLock.unlock()
         finish(item, process(item, route: .updaterInline, recordChanges: !listeners.boxes.isEmpty))
-        deliverChanges(to: listeners)
+        deliverChanges(to: listeners, traced: item.id != 0)
         resolveBatch()
         releaseLane()
     }

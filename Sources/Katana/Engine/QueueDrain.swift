@@ -92,6 +92,7 @@ extension StoreEngine {
 
         let record = !listeners.boxes.isEmpty
         let count = drainBuffer.count
+        var traced = false  // whether the batch held a traced item: its delivery is traced then (`deliverChanges`)
         if !intercepting {
             // No interceptors: apply the whole batch under one acquisition of the state lock. The items are used in
             // place and their cells moved, not copied: each copy of an item or a cell was a reference count changed
@@ -108,6 +109,7 @@ extension StoreEngine {
                 if drainBuffer[index].id == 0 {
                     do { try applyLocked(drainBuffer[index].updater, recordChanges: record) } catch { failure = error }
                 } else {
+                    traced = true
                     failure = applyTracedLocked(drainBuffer[index], route: route, recordChanges: record)
                 }
                 if let failure, let cell = drainBuffer[index].cell.take() {
@@ -115,15 +117,16 @@ extension StoreEngine {
                 }
             }
             lockedState.unlock()
-            deliverChanges(to: listeners)
+            deliverChanges(to: listeners, traced: traced)
             resolveBatch()
             return count
         }
         for item in drainBuffer {
+            if item.id != 0 { traced = true }
             finish(item, process(item, route: route, recordChanges: record))
         }
         drainBuffer.removeAll(keepingCapacity: true)
-        deliverChanges(to: listeners)
+        deliverChanges(to: listeners, traced: traced)
         resolveBatch()
         return count
     }

@@ -145,7 +145,7 @@ extension StoreEngine {
         keepOldStates = listeners.needsOldState
         laneLock.unlock()
         let result = process(item, route: .updaterInline, recordChanges: !listeners.boxes.isEmpty, combined: combined)
-        deliverChanges(to: listeners)
+        deliverChanges(to: listeners, traced: id != 0)
         let handle = inlineHandle(result, success: success, parentID: parentID)
         releaseLane()
         return handle
