@@ -89,27 +89,25 @@ final class HandleCell: @unchecked Sendable {
     /// resolves whole batches of applied updaters here without writing `outcome` (each write of the existential pair
     /// went through `Result`'s witnesses), and copies it only for a waiter (the callgrind gate's
     /// `awaited_round_trip`, `side_effect_round_trip`). Only such a cell is reused (`resetLocked`).
+    ///
+    /// The waiters are resumed under the completion lock. Resuming a task takes that task's status lock, and a task
+    /// being cancelled runs its cancellation handlers under it: safe only because the one handler that touches this
+    /// lock, `stopWaiting`, never waits for it (see there). Resuming under the lock also orders the resume before the
+    /// waiter's next look at the cell, as ThreadSanitizer needs to see it.
     @inlinable
     func resolveLocked() {
         lock.assertHeldByThisThread("a handle resolved without the completion lock")
         guard !isDone else { return }
         isDone = true
-        if waiter != nil { resumeWaitersLocked(outcome) }
-        if !children.isEmpty { children = [] }
-    }
-
-    /// Resumes the waiters with `result` (there is at least one), under the completion lock. Resuming a task takes
-    /// that task's status lock, and a task being cancelled runs its cancellation handlers under it: safe only because
-    /// the one handler that touches this lock, `stopWaiting`, never waits for it (see there). Resuming under the lock
-    /// also orders the resume before the waiter's next look at the cell, as ThreadSanitizer needs to see it.
-    @inlinable
-    func resumeWaitersLocked(_ result: Outcome) {
-        waiter?.continuation.resume(returning: result)
-        waiter = nil
-        if !moreWaiters.isEmpty {
-            for other in moreWaiters { other.continuation.resume(returning: result) }
-            moreWaiters = []
+        if waiter != nil {
+            waiter?.continuation.resume(returning: outcome)
+            waiter = nil
+            if !moreWaiters.isEmpty {
+                for other in moreWaiters { other.continuation.resume(returning: outcome) }
+                moreWaiters = []
+            }
         }
+        if !children.isEmpty { children = [] }
     }
 
     /// Makes a resolved cell nobody else references a new, waiting one (for a queued updater: its own lock's
