@@ -15,14 +15,20 @@ import Synchronization
 public struct DispatchHandle<Value: Sendable>: Sendable {
     @usableFromInline
     enum Storage: Sendable {
-        case resolved(Result<Value, any Error>)
+        case succeeded(Value)
+        case failed(any Error)
         case pending(HandleCell)
     }
 
     @usableFromInline let storage: Storage
 
     @inlinable init(_ cell: HandleCell) { storage = .pending(cell) }
-    @inlinable init(resolved: Result<Value, any Error>) { storage = .resolved(resolved) }
+    @inlinable init(resolved: Result<Value, any Error>) {
+        switch resolved {
+        case let .success(value): storage = .succeeded(value)
+        case let .failure(error): storage = .failed(error)
+        }
+    }
 
     @inlinable static func rejected(_ error: any Error) -> DispatchHandle { DispatchHandle(resolved: .failure(error)) }
 
@@ -40,7 +46,8 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
     public nonisolated(nonsending) var result: Result<Value, any Error> {
         get async {
             switch storage {
-            case let .resolved(result): result
+            case let .succeeded(value): .success(value)
+            case let .failed(error): .failure(error)
             case let .pending(cell):
                 if Value.self == Void.self {
                     // A `Void` handle only reports completion: its outcome's error, if any, is all there is to read
@@ -70,7 +77,7 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
     /// Whether the item has finished (a snapshot: it may finish right after this returns `false`).
     public var isResolved: Bool {
         switch storage {
-        case .resolved: true
+        case .succeeded, .failed: true
         case let .pending(cell): cell.isResolved
         }
     }
@@ -82,7 +89,8 @@ extension DispatchHandle where Value == any Sendable {
     func retyped<T: Sendable>(as: T.Type) -> DispatchHandle<T> {
         switch storage {
         case let .pending(cell): DispatchHandle<T>(cell)
-        case let .resolved(result): DispatchHandle<T>(resolved: HandleCell.typed(result, as: T.self))
+        case let .succeeded(value): DispatchHandle<T>(resolved: HandleCell.typed(.success(value), as: T.self))
+        case let .failed(error): DispatchHandle<T>(resolved: .failure(error))
         }
     }
 }

@@ -343,6 +343,6 @@ extension DispatchHandle {
     /// The handle of an item the dispatching thread ran to its end: `success`, or what it threw (an updater's own
     /// error as it threw it). Every inline path makes its handle here.
     @inlinable init<Failure: Error>(ranInline failure: Failure?, success: Value) {
-        storage = .resolved(failure.map { .failure(KatanaError.surfaced($0)) } ?? .success(success))
+        if let failure { storage = .failed(KatanaError.surfaced(failure)) } else { storage = .succeeded(success) }
     }
 }
