@@ -1,7 +1,6 @@
 internal import CKatanaTraceProvider
 import Foundation
 import Glibc
-import Katana
 import KatanaTrace
 import Synchronization
 
@@ -187,54 +186,6 @@ enum Floors {
         let elapsed = nowNanoseconds() - start
         blackHole(sum)
         return Double(elapsed) / Double(count)
-    }
-
-    /// `interceptors` alone, with no store, per op: composed into one chain and called on an updater, less a call
-    /// of the chain's end alone. What calling Katana's closure interceptors costs whatever runs them — each link a
-    /// throwing call that takes the item as an `any Dispatchable` — beside ``closureCalls(count:depth:)``'s plain
-    /// closures. Composed as the store composes its own chain: generic over the chain's result, at the form the
-    /// array holds its functions in.
-    static func interceptorsAlone(_ interceptors: [StoreInterceptor], count: Int) -> Double {
-        let context = NoContext()
-        let chain = composed(hidden(interceptors), context: context, done: ())
-        let end = composed([], context: context, done: ())
-        return Double(callEach(chain, count: count)) / Double(count) - Double(callEach(end, count: count)) / Double(count)
-    }
-
-    private static func composed<R: Sendable>(
-        _ interceptors: [@Sendable (AnySideEffectContext) -> @Sendable (@escaping @Sendable (any Dispatchable) throws -> R)
-                            -> @Sendable (any Dispatchable) throws -> R],
-        context: AnySideEffectContext, done: R
-    ) -> @Sendable (any Dispatchable) throws -> R {
-        var next: @Sendable (any Dispatchable) throws -> R = { _ in
-            blackHole(1)
-            return done
-        }
-        for handler in interceptors.map({ $0(context) }).reversed() { next = handler(next) }
-        return next
-    }
-
-    /// `value`, which the optimiser cannot see through: the interceptors reach a store through its initialiser, so
-    /// calling them here must not be specialised for the closures they are.
-    @inline(never) @_optimize(none)
-    private static func hidden<T>(_ value: T) -> T { value }
-
-    @inline(never)
-    private static func callEach<R>(_ chain: (any Dispatchable) throws -> R, count: Int) -> UInt64 {
-        let start = nowNanoseconds()
-        for _ in 0..<count { _ = try? chain(Increment()) }
-        return nowNanoseconds() - start
-    }
-
-    /// The context the interceptors alone are bound to: they ignore it, as `micro`'s pass-through ones do.
-    private struct NoContext: AnySideEffectContext {
-        var parentID: UInt64 { 0 }
-        var isCancelled: Bool { false }
-        var anyDependencies: (any SideEffectDependencyContainer)? { nil }
-        func getAnyState() -> (any State)? { nil }
-        func anyDispatch(_ item: any Dispatchable) -> DispatchHandle<any Sendable> {
-            preconditionFailure("the interceptors alone dispatch nothing")
-        }
     }
 }
 

@@ -231,7 +231,7 @@ struct Micro: AsyncParsableCommand {
                 figures["listeners_ns_per_op"] = perOp
                 print(String(format: "dispatch to %d listeners            %9.1f ns/op", Micro.listenerCount, perOp))
             case .interceptors:
-                var withChain: [Double] = [], added: [Double] = [], floors: [Double] = [], alone: [Double] = []
+                var withChain: [Double] = [], added: [Double] = [], floors: [Double] = []
                 for _ in 0..<runs {
                     guard self.floors else {
                         withChain.append(fireAndForget(count: iterations, backend: backend, interceptors: Micro.interceptorCount))
@@ -241,8 +241,6 @@ struct Micro: AsyncParsableCommand {
                     withChain.append(through)
                     added.append(through - none)
                     floors.append(Floors.closureCalls(count: iterations, depth: Micro.interceptorCount))
-                    alone.append(Floors.interceptorsAlone(Array(repeating: Micro.passThrough, count: Micro.interceptorCount),
-                                                          count: iterations))
                 }
                 let perOp = median(withChain), extra = median(added), floor = median(floors)
                 figures["interceptors_ns_per_op"] = perOp
@@ -252,11 +250,8 @@ struct Micro: AsyncParsableCommand {
                 }
                 figures["interceptors_added_ns_per_op"] = extra
                 figures["interceptors_floor_ns"] = floor
-                figures["interceptors_alone_ns"] = median(alone)
                 print(String(format: "dispatch through %d interceptors    %9.1f ns/op   +%.1f ns over none (its floor, %d closure calls: %.1f ns); limit ≤ +50 ns",
                              Micro.interceptorCount, perOp, extra, Micro.interceptorCount, floor))
-                print(String(format: "  the %d interceptors alone, no store: %.1f ns (Katana's closure types: an existential item, a throwing call per link)",
-                             Micro.interceptorCount, median(alone)))
             case .protocolInterceptors, .erasedInterceptors:
                 // TypedDispatchInterceptors (the cheaper form for updaters), or DispatchInterceptors (erased).
                 let erased = item == .erasedInterceptors
@@ -391,13 +386,12 @@ struct Micro: AsyncParsableCommand {
     /// Listeners in the `listeners` case, interceptors in the `interceptors` case (which has the usual one listener).
     static let listenerCount = 4
     static let interceptorCount = 3
-    /// The closure interceptor of the `interceptors` case: passes every item on.
-    static let passThrough: StoreInterceptor = { _ in { next in { item in try next(item) } } }
 
     private func makeStore(backend: any TraceBackend, listeners: Int = 1, interceptors: Int = 0,
                            protocolForm: Bool = false, erased: Bool = false) -> BenchStore {
         let payload = self.payload
-        let store = BenchStore(interceptors: protocolForm ? [] : Array(repeating: Micro.passThrough, count: interceptors),
+        let passThrough: StoreInterceptor = { _ in { next in { item in try next(item) } } }
+        let store = BenchStore(interceptors: protocolForm ? [] : Array(repeating: passThrough, count: interceptors),
                                stateInitializer: { BenchState(payloadBytes: payload) },
                                configuration: .init(traceBackend: backend,
                                                     interceptors: !protocolForm ? [] : erased

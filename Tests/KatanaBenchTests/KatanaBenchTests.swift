@@ -240,9 +240,6 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
             #expect(abs(quotient - value / base) < 1e-6 * quotient, "\(ratio) is \(figure) / \(floor)")
         }
         #expect(figures["interceptors_added_ns_per_op"] != nil && (figures["interceptors_floor_ns"] ?? 0) > 0)
-        // The interceptors alone, beside the store's figure: what the store's own part of it is measured against.
-        #expect(figures["interceptors_alone_ns"]?.isFinite == true, "no interceptors_alone_ns")
-        #expect(outcome.out.contains("the 3 interceptors alone, no store:"), "\(outcome.out)")
         // How fast two busy threads ran beside each other: what the two-producer ratio is worth on this machine.
         let speed = try #require(figures["two_thread_speed"], "no two_thread_speed")
         #expect(speed > 0 && speed.isFinite)
