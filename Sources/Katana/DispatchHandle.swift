@@ -90,7 +90,7 @@ extension DispatchHandle where Value == any Sendable {
         switch storage {
         case let .pending(cell): DispatchHandle<T>(cell)
         case let .succeeded(value): DispatchHandle<T>(resolved: HandleCell.typed(.success(value), as: T.self))
-        case let .failed(error): DispatchHandle<T>(resolved: .failure(error))
+        case let .failed(error): .rejected(error)
         }
     }
 }
