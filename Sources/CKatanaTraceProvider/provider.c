@@ -38,6 +38,7 @@ __thread uintptr_t katana_name_cache_keys[KATANA_NAME_CACHE_SLOTS] __attribute__
 __thread const void *katana_name_cache_values[KATANA_NAME_CACHE_SLOTS] __attribute__((tls_model("initial-exec")));
 
 __thread void *katana_interception_frame __attribute__((tls_model("initial-exec")));
+__thread char katana_thread_marker __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------------------------------------ short durations */
 

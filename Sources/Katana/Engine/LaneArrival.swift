@@ -13,7 +13,7 @@ extension StoreEngine {
     /// waits for room: it was dispatched already.
     @inlinable
     final func enqueueExisting(_ item: LaneItem, ignoringReadiness: Bool, alreadyTraced: Bool) {
-        let thread = pthread_self()
+        let thread = katana_thread_id()
         laneLock.lock()
         let arrival = lane.arrive(thread: thread, ignoringReadiness: ignoringReadiness, canWait: false)
         guard case .applyInline = arrival else {

@@ -53,7 +53,7 @@ class Lock: @unchecked Sendable {
 
     @inlinable final func lock() {
         if !word.pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { lockContended() }
-        holder.store(pthread_self(), ordering: .relaxed)
+        holder.store(katana_thread_id(), ordering: .relaxed)
     }
 
     /// Another thread holds the lock: an adaptive lock tries again between pauses, up to `spinLimit` times (glibc's
@@ -85,19 +85,19 @@ class Lock: @unchecked Sendable {
     /// Takes the lock if it is free; `false` if another thread (or this one) holds it.
     @inlinable final func tryLock() -> Bool {
         guard word.pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged else { return false }
-        holder.store(pthread_self(), ordering: .relaxed)
+        holder.store(katana_thread_id(), ordering: .relaxed)
         return true
     }
 
     /// Whether this thread holds the lock.
-    @inlinable final var isHeldByThisThread: Bool { holder.load(ordering: .relaxed) == pthread_self() }
+    @inlinable final var isHeldByThisThread: Bool { holder.load(ordering: .relaxed) == katana_thread_id() }
 
     /// Debug builds: stops the program unless this thread holds the lock. For the `…Locked` functions, whose
     /// callers must hold it: the "guarded by" of a comment, checked. Release builds: nothing.
     @inlinable @inline(__always)
     final func assertHeldByThisThread(_ what: @autoclosure () -> String) {
         #if DEBUG
-        precondition(holder.load(ordering: .relaxed) == pthread_self(), "lock not held: \(what())")
+        precondition(holder.load(ordering: .relaxed) == katana_thread_id(), "lock not held: \(what())")
         #endif
     }
 
@@ -107,7 +107,7 @@ class Lock: @unchecked Sendable {
     @inlinable @inline(__always)
     final func assertNotHeldByThisThread(_ what: @autoclosure () -> String) {
         #if DEBUG
-        precondition(holder.load(ordering: .relaxed) != pthread_self(), "lock order: \(what())")
+        precondition(holder.load(ordering: .relaxed) != katana_thread_id(), "lock order: \(what())")
         #endif
     }
 

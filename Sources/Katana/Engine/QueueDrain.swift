@@ -30,7 +30,7 @@ extension StoreEngine {
     @inlinable
     final func kick() {
         laneLock.lock()
-        let taken = lane.takeForQueue(thread: pthread_self())
+        let taken = lane.takeForQueue(thread: katana_thread_id())
         laneLock.unlock()
         if taken { drainQueue() }
     }
@@ -70,7 +70,7 @@ extension StoreEngine {
     /// up under `laneLock`.
     @inlinable
     final func drainBatch(route: DispatchRoute, limit: Int) -> Int? {
-        let thread = pthread_self()
+        let thread = katana_thread_id()
         laneLock.lock()
         let (taken, wakeProducers) = lane.takeBatch(thread: thread, upTo: limit, into: &drainBuffer)
         if wakeProducers { room.broadcast() }

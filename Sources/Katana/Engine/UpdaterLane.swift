@@ -27,7 +27,7 @@ extension StoreEngine {
         _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool,
         typedLinks: Bool = false
     ) -> DispatchHandle<V> {
-        let thread = pthread_self()
+        let thread = katana_thread_id()
         // Taken before anything else, the trace identity included: between one dispatch's give-back and its thread's
         // next take, a second producer waiting for the lane takes it, and the shorter that gap, the less often the
         // lane changes cores. Guarded by `katana-bench micro --only two-producers` and `--backend metrics`'s
