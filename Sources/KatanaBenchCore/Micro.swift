@@ -110,7 +110,7 @@ struct Micro: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: "Threads dispatching at --rate (--only window).")
     var threads: Int = 1
 
-    @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: the state is a bare counter, as in the limits).")
+    @Option(name: .long, parsing: .unconditional, help: "Bytes of payload in the state (0: a counter and an empty payload array, no heap storage, as in the limits).")
     var payload: Int = 0
 
     @Option(name: .long, help: "Write the figures as JSON to this file.")
