@@ -69,17 +69,32 @@ private final class FirstError: @unchecked Sendable {
 @usableFromInline
 struct InterceptionFrame {
     @usableFromInline let store: ObjectIdentifier
-    /// Applies, or keeps as the replacement, what reached the end; captures nothing (`run` is its second argument).
-    @usableFromInline let end: (any Dispatchable, UnsafeMutableRawPointer) throws -> Void
+    /// What ends the run: held by the store (``ChainEndBox``), so referenced here unretained.
+    @usableFromInline let end: Unmanaged<ChainEndBox>
     @usableFromInline let run: UnsafeMutableRawPointer
 
     @inlinable
-    init(store: ObjectIdentifier, end: @escaping (any Dispatchable, UnsafeMutableRawPointer) throws -> Void,
-         run: UnsafeMutableRawPointer) {
+    init(store: ObjectIdentifier, end: Unmanaged<ChainEndBox>, run: UnsafeMutableRawPointer) {
         self.store = store
         self.end = end
         self.run = run
     }
+}
+
+/// A closure chain's end for one kind of run: applies, or keeps as the replacement, what reached the end; captures
+/// nothing (the run is its second argument). A `let` of a class, made once and kept by the store (``LaneChainEnds``,
+/// `StoreEngine.sideEffectChainEnd`), so the chain's last `next` calls it without retaining anything: kept in the
+/// frame on the stack, the closure was retained and released around that call and released again after the run —
+/// three calls into the Swift runtime per dispatch through closure interceptors, each through the PLT in a dynamically
+/// linked build (`katana-bench micro --only interceptors`, before and after in one sitting: +38.6..+39.4 ->
+/// +28.1..+29.9 ns over none in that build, +29.8..+31.8 -> +28.4..+29.4 ns in a static one; the callgrind gate's
+/// `interceptors_3`, 530 -> 507).
+@usableFromInline
+final class ChainEndBox: Sendable {
+    @usableFromInline let end: @Sendable (any Dispatchable, UnsafeMutableRawPointer) throws -> Void
+
+    @inlinable
+    init(_ end: @escaping @Sendable (any Dispatchable, UnsafeMutableRawPointer) throws -> Void) { self.end = end }
 }
 
 /// This thread's run through interceptor closures in progress: the one way a closure chain's end finds its run.
@@ -89,8 +104,7 @@ enum InterceptionFrames {
     /// (an updater dispatched from inside a side effect's chain runs its own chain meanwhile).
     @inlinable @inline(__always)
     static func with<R>(
-        store: ObjectIdentifier, run: UnsafeMutableRawPointer,
-        end: @escaping (any Dispatchable, UnsafeMutableRawPointer) throws -> Void, _ body: () throws -> R
+        store: ObjectIdentifier, run: UnsafeMutableRawPointer, end: Unmanaged<ChainEndBox>, _ body: () throws -> R
     ) rethrows -> R {
         var frame = InterceptionFrame(store: store, end: end, run: run)
         return try withUnsafeMutablePointer(to: &frame) { pointer in
@@ -108,7 +122,8 @@ enum InterceptionFrames {
         guard let raw = katana_current_interception_frame() else { return false }
         let frame = raw.assumingMemoryBound(to: InterceptionFrame.self)
         guard frame.pointee.store == store else { return false }
-        try frame.pointee.end(item, frame.pointee.run)
+        let run = frame.pointee.run
+        try frame.pointee.end._withUnsafeGuaranteedRef { try $0.end(item, run) }
         return true
     }
 }

@@ -18,6 +18,20 @@ func recording(_ tag: String, into recorder: Collector<String>) -> StoreIntercep
     } } }
 }
 
+/// An updater type of its own per `Tag`: `Nested<Nested<…>>` makes as many as a test needs.
+struct AppendTagged<Tag>: StateUpdater {
+    let value: Int
+    func updateState(_ state: inout CounterState) { state.log.append(value) }
+}
+
+enum Nested<Inner> {}
+
+/// Dispatches `AppendTagged<Nested<…<Tag>…>>(value:)`, `depth` levels of `Nested` deep: a type per depth.
+func dispatchTagged<Tag>(_ store: TestStore, depth: Int, _: Tag.Type, value: Int) -> DispatchHandle<Void> {
+    depth == 0 ? store.dispatch(AppendTagged<Tag>(value: value))
+               : dispatchTagged(store, depth: depth - 1, Nested<Tag>.self, value: value)
+}
+
 @Suite struct InterceptorTests {
     /// The composed chain is kept in a box the store retains by hand: releasing the store must release it, and with
     /// it everything its interceptors captured.
@@ -39,6 +53,32 @@ func recording(_ tag: String, into recorder: Collector<String>) -> StoreIntercep
         }
         #expect(await eventually { storeWatcher.object == nil }, "the store was not released")
         #expect(await eventually { watcher.object == nil }, "the store's interceptor chain outlived the store")
+    }
+
+    /// The closure chain's last `next` ends an inline run through an end made per updater type, kept in a few
+    /// slots (`LaneChainEnds`); a queued updater's run and a side effect's have ends of their own. Forty updater
+    /// types share the slots, inline, queued behind a held lane, and again inline: each item passes both
+    /// interceptors once and is applied once, in dispatch order.
+    @Test func updatersOfManyTypesThroughClosuresAreEachAppliedOnceInOrder() async throws {
+        let seen = Collector<String>()
+        let watching: StoreInterceptor = { _ in { next in { item in
+            seen.append("\(type(of: item))")
+            try next(item)
+        } } }
+        let store = makeStore(interceptors: [watching, watching])
+        let types = 40
+        for depth in 0..<types { try await dispatchTagged(store, depth: depth, Never.self, value: depth).value }
+        let hold = await LaneHold.start(store, appending: -1)
+        let queued = (0..<types).map { dispatchTagged(store, depth: $0, Never.self, value: 100 + $0) }
+        await hold.release()
+        for handle in queued { try await handle.value }
+        try await store.dispatch(AppendFromSideEffect(value: 999)).value
+        for depth in 0..<types { try await dispatchTagged(store, depth: depth, Never.self, value: 200 + depth).value }
+
+        let expected = Array(0..<types) + [-1] + Array(100..<(100 + types)) + [999] + Array(200..<(200 + types))
+        #expect(store.state.log == expected)
+        #expect(seen.all.filter { $0.hasPrefix("AppendTagged<") }.count == 2 * 3 * types)
+        #expect(Set(seen.all.filter { $0.hasPrefix("AppendTagged<") }).count == types)
     }
 
     @Test func theFirstInterceptorRunsFirst() async throws {

@@ -67,12 +67,15 @@ extension StoreEngine {
             let links = !self.links.isEmpty
             do {
                 try withUnsafeMutablePointer(to: &run) { pointer in
-                    try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: { item, raw in
-                        let run = raw.assumingMemoryBound(to: ChainRun.self)
-                        try run.pointee.store._withUnsafeGuaranteedRef {
-                            try $0.inlineEnd(item, as: U.self, &run.pointee.end)
+                    let chainEnd = laneChainEnds.end(for: ObjectIdentifier(U.self)) {
+                        ChainEndBox { item, raw in
+                            let run = raw.assumingMemoryBound(to: ChainRun.self)
+                            try run.pointee.store._withUnsafeGuaranteedRef {
+                                try $0.inlineEnd(item, as: U.self, &run.pointee.end)
+                            }
                         }
-                    }) {
+                    }
+                    try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: chainEnd) {
                         if links { try runLinks(updater, from: 0) { try chain($0) } } else { try chain(updater) }
                     }
                 }

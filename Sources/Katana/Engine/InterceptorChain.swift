@@ -241,12 +241,15 @@ extension StoreEngine {
                     try self.queuedEnd(item, &pointer.pointee.end, recordChanges: recordChanges)
                 }
                 guard chain != nil else { return try runAllInterceptors(updater, end: end) }
-                try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: { item, raw in
-                    let run = raw.assumingMemoryBound(to: QueuedRun.self)
-                    try run.pointee.store._withUnsafeGuaranteedRef {
-                        try $0.queuedEnd(item, &run.pointee.end, recordChanges: run.pointee.recordChanges)
+                let chainEnd = laneChainEnds.end(for: ObjectIdentifier(QueuedRun.self)) {
+                    ChainEndBox { item, raw in
+                        let run = raw.assumingMemoryBound(to: QueuedRun.self)
+                        try run.pointee.store._withUnsafeGuaranteedRef {
+                            try $0.queuedEnd(item, &run.pointee.end, recordChanges: run.pointee.recordChanges)
+                        }
                     }
-                }) {
+                }
+                try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: chainEnd) {
                     try runAllInterceptors(updater, end: end)
                 }
             }
@@ -275,10 +278,13 @@ extension StoreEngine {
                     try runAllInterceptors(sideEffect, end: end)
                     return nil
                 }
-                try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: { item, raw in
+                // Made by the first side effect through the closures (side effects run on any thread: published once).
+                let chainEnd = sideEffectChainEnd.load() ?? sideEffectChainEnd.storeIfNil(ChainEndBox { item, raw in
                     let run = raw.assumingMemoryBound(to: ChainRun.self)
                     run.pointee.store._withUnsafeGuaranteedRef { $0.endOfSideEffectChain(item, &run.pointee.end) }
-                }) {
+                })
+                try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer),
+                                            end: .passUnretained(chainEnd)) {
                     try runAllInterceptors(sideEffect, end: end)
                 }
                 return nil
@@ -342,4 +348,59 @@ func composeChain<Context, R: Sendable>(
     var next = last
     for handler in handlers.reversed() { next = handler(next) }
     return ClosureChain(next)
+}
+
+/// The closure chain's ends of the runs the lane's holder makes: an inline updater's, one per updater type (each
+/// applies it specialised), and a queued updater's (see ``ChainEndBox``). Made on first use and kept until the store
+/// goes. Read and changed only by the thread holding the lane (an updater's run through the interceptors happens only
+/// then), so it needs no lock. A type finds its end in one of `slotCount` slots, picked by its metadata's address;
+/// a type whose slot another holds finds it in `made`.
+@usableFromInline
+struct LaneChainEnds {
+    @usableFromInline struct Slot {
+        @usableFromInline var key: ObjectIdentifier?
+        @usableFromInline var end: Unmanaged<ChainEndBox>?
+    }
+
+    @usableFromInline static let slotCount = 16
+    /// Allocated on first use (a store without closure interceptors never needs it).
+    @usableFromInline var slots: UnsafeMutablePointer<Slot>?
+    /// Every end made, kept alive here.
+    @usableFromInline var made: [ObjectIdentifier: ChainEndBox] = [:]
+
+    @usableFromInline init() {}
+
+    /// The end for `key`, made by `make` the first time.
+    @inlinable @inline(__always)
+    mutating func end(for key: ObjectIdentifier, make: () -> ChainEndBox) -> Unmanaged<ChainEndBox> {
+        if let slots {
+            let slot = slots + Int(truncatingIfNeeded: UInt(bitPattern: key) &>> 4 & UInt(Self.slotCount &- 1))
+            if slot.pointee.key == key, let end = slot.pointee.end { return end }
+        }
+        return endNotInSlot(for: key, make: make)
+    }
+
+    @usableFromInline
+    mutating func endNotInSlot(for key: ObjectIdentifier, make: () -> ChainEndBox) -> Unmanaged<ChainEndBox> {
+        let slots = self.slots ?? {
+            let slots = UnsafeMutablePointer<Slot>.allocate(capacity: Self.slotCount)
+            slots.initialize(repeating: Slot(), count: Self.slotCount)
+            self.slots = slots
+            return slots
+        }()
+        let end = made[key] ?? make()
+        made[key] = end
+        slots[Int(truncatingIfNeeded: UInt(bitPattern: key) &>> 4 & UInt(Self.slotCount &- 1))] =
+            Slot(key: key, end: .passUnretained(end))
+        return .passUnretained(end)
+    }
+
+    /// Called once, by the store's deinit.
+    @usableFromInline
+    mutating func deallocate() {
+        slots?.deinitialize(count: Self.slotCount)
+        slots?.deallocate()
+        slots = nil
+        made = [:]
+    }
 }

@@ -43,6 +43,10 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     /// Katana's closure interceptors composed into one chain: written once before ready; retained by hand and
     /// released in deinit (see ``ClosureChain``).
     @usableFromInline @exclusivity(unchecked) final var chain: Unmanaged<ClosureChain<StoreInterceptorChain>>?
+    /// The ends of `chain`'s runs that the lane's holder makes (read and changed by that thread only), and of a side
+    /// effect's, made by the first one through the chain (see ``ChainEndBox``).
+    @usableFromInline @exclusivity(unchecked) final var laneChainEnds = LaneChainEnds()
+    @usableFromInline final let sideEffectChainEnd = AtomicLazyReference<ChainEndBox>()
     /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
     /// (Links referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
     /// called in place from its link, where an element was copied out and destroyed around each call. Written once
@@ -183,6 +187,7 @@ final class StoreEngine<S: State>: @unchecked Sendable {
         links.deallocate()
         firstTypedLink?.release()
         chain?.release()
+        laneChainEnds.deallocate()
         rejectEarlyItems()
     }
 
