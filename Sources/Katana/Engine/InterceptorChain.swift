@@ -370,11 +370,17 @@ struct LaneChainEnds {
 
     @usableFromInline init() {}
 
+    /// The slot `key` is looked for in.
+    @inlinable @inline(__always)
+    static func slot(of key: ObjectIdentifier) -> Int {
+        Int(truncatingIfNeeded: UInt(bitPattern: key) &>> 4 & UInt(slotCount &- 1))
+    }
+
     /// The end for `key`, made by `make` the first time.
     @inlinable @inline(__always)
     mutating func end(for key: ObjectIdentifier, make: () -> ChainEndBox) -> Unmanaged<ChainEndBox> {
         if let slots {
-            let slot = slots + Int(truncatingIfNeeded: UInt(bitPattern: key) &>> 4 & UInt(Self.slotCount &- 1))
+            let slot = slots + Self.slot(of: key)
             if slot.pointee.key == key, let end = slot.pointee.end { return end }
         }
         return endNotInSlot(for: key, make: make)
@@ -388,10 +394,14 @@ struct LaneChainEnds {
             self.slots = slots
             return slots
         }()
-        let end = made[key] ?? make()
-        made[key] = end
-        slots[Int(truncatingIfNeeded: UInt(bitPattern: key) &>> 4 & UInt(Self.slotCount &- 1))] =
-            Slot(key: key, end: .passUnretained(end))
+        let end: ChainEndBox
+        if let kept = made[key] {
+            end = kept
+        } else {
+            end = make()
+            made[key] = end
+        }
+        slots[Self.slot(of: key)] = Slot(key: key, end: .passUnretained(end))
         return .passUnretained(end)
     }
 
