@@ -170,7 +170,7 @@ bench-baseline: setup
 docs:
 	bash scripts/build-docs.sh
 
-## Re-measures the Performance article's figures (katana-bench micro, release build) into
+## Re-measures the Performance article's figures (katana-bench micro, release build, in five processes: about 30 s) into
 ## Benchmarks/Results/micro.json and rewrites the article's table from it (commit both).
 perf-table:
 	python3 scripts/perf-table record
