@@ -5,9 +5,10 @@ import KatanaTrace
 import Synchronization
 
 /// The floors `micro` measures beside each figure, in the same run: the least any store could cost for the same
-/// work on this machine, so a budget can be a ratio that means the same on a noisy or a faster machine.
+/// work on this machine, so a limit can be a ratio that means the same on a noisy or a faster machine.
 enum Floors {
-    /// A pthread mutex around a counter — the primitive the Store's lane lock uses — with nothing else.
+    /// A pthread mutex around a counter, with nothing else: the floors' lock under ThreadSanitizer, which sees it (it
+    /// does not see `Mutex`'s), and the side-effect floor's.
     final class LockedCounter: LockedCounting, @unchecked Sendable {
         // `value` is guarded by `mutex`.
         private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)

@@ -391,7 +391,7 @@ func waitUntil(_ deadline: UInt64) async throws {
 
 /// The `flood` scenario's producers: threads of their own (as a server's I/O threads would be) that dispatch
 /// fire-and-forget updaters as fast as they can and time each `dispatch` call — the producer-side latency that the
-/// lane's combining budget and the flood policy bound. Measured items are counted from the moment recording is on.
+/// lane's helping limit and the flood policy bound. Measured items are counted from the moment recording is on.
 final class Flooders: @unchecked Sendable {
     // `threads` is touched only by start/stop, on the run's task.
     private let count: Int
