@@ -21,6 +21,10 @@ struct Micro: AsyncParsableCommand {
         case sideEffects = "side-effects"
         case twoProducers = "two-producers"
         case listeners
+        /// Fire-and-forget with an updater that writes the state (a counter and a byte of the payload, `--payload`
+        /// bytes), one (old, new) listener: an updater too large for the compiler to inline into `dispatch` on its
+        /// own, as most apps' are — where `fire-and-forget`'s one-line `Increment` is always inlined.
+        case writingUpdater = "writing-updater"
         case interceptors
         case protocolInterceptors = "protocol-interceptors"
         case erasedInterceptors = "erased-interceptors"
@@ -230,6 +234,12 @@ struct Micro: AsyncParsableCommand {
                 })
                 figures["listeners_ns_per_op"] = perOp
                 print(String(format: "dispatch to %d listeners            %9.1f ns/op", Micro.listenerCount, perOp))
+            case .writingUpdater:
+                let perOp = median((0..<runs).map { _ in
+                    payloadWrites(count: iterations, bytes: payload, backend: backend, newStateListener: false)
+                })
+                figures["writing_updater_ns_per_op"] = perOp
+                print(String(format: "fire-and-forget, writing updater   %9.1f ns/op", perOp))
             case .interceptors:
                 var withChain: [Double] = [], added: [Double] = [], floors: [Double] = []
                 for _ in 0..<runs {

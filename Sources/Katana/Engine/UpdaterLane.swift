@@ -341,8 +341,8 @@ extension UnsafeBufferPointer {
 
 extension DispatchHandle {
     /// The handle of an item the dispatching thread ran to its end: `success`, or what it threw (an updater's own
-    /// error as it threw it). Every inline path makes its handle here.
-    @inlinable init<Failure: Error>(ranInline failure: Failure?, success: Value) {
+    /// error as it threw it). Every inline path makes its handle here. Always inlined: see `StateUpdater._apply(at:)`.
+    @inlinable @inline(__always) init<Failure: Error>(ranInline failure: Failure?, success: Value) {
         if let failure { storage = .failed(KatanaError.surfaced(failure)) } else { storage = .succeeded(success) }
     }
 }
