@@ -136,8 +136,8 @@ extension StoreEngine {
         case .batch: false
         }
         if appliedHere {
-            return applyInline(item, updater, parentID: parentID, typed: typedLinks, combined: combined,
-                               success: success)
+            return applyInlineByItem(item, updater, parentID: parentID, typed: typedLinks, combined: combined,
+                                     success: success)
         }
         // Listeners on their executor: the batch path, which reads them under `laneLock`.
         laneLock.lock()
@@ -169,6 +169,18 @@ extension StoreEngine {
         trace.finish(self, combined: combined, started: started, outcome: failure == nil ? .ok : .error, failure: failure)
         releaseLane()
         return DispatchHandle(ranInline: failure, success: success)
+    }
+
+    /// `applyInline` by the updater's lane item (traced as three events: a backend that does not combine, or a type
+    /// with a latency budget), out of line. Inlined, `enqueueUpdater` held a fourth copy of the updater's own code,
+    /// and for an updater larger than a line that took it past the size beyond which the optimiser inlines nothing
+    /// more, even what is marked always: a recorded dispatch then called `applyInline`, `_apply(at:)` and the handle's
+    /// initialiser, 156 instructions more (the callgrind gate's `fire_and_forget_writing_flight_recorder`).
+    @inlinable @inline(never)
+    final func applyInlineByItem<U: AnyStateUpdater, V: Sendable>(
+        _ item: LaneItem, _ updater: U, parentID: UInt64, typed: Bool, combined: Bool, success: V
+    ) -> DispatchHandle<V> {
+        applyInline(item, updater, parentID: parentID, typed: typed, combined: combined, success: success)
     }
 
     /// Applies an updater on this thread, which holds the lane, and hands the change straight to inline listeners.
