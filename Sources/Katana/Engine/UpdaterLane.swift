@@ -200,14 +200,13 @@ extension StoreEngine {
         } else if self.listeners.needsOldState {
             let old = lockedState.value
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
-            let new = lockedState.value
             lockedState.unlock()
-            if failure == nil { listeners.tell(old, new) }
+            if failure == nil { listeners.tell(old, inPlace: &lockedState.value) }
         } else {
             // New-state listeners only: the state changes in place (no copy kept to copy-on-write against), and they
-            // are lent it where it lies (`tell(inPlace:)`). The (old, new) form above needs no such help: there the
-            // compiler already hands `new` over without a retain of its own. One notifier for both, taking `old` as an
-            // optional, made every dispatch unwrap and count references again (the callgrind gate's `fire_and_forget`).
+            // are lent it where it lies (`tell(inPlace:)`), as the (old, new) form above lends the new state. One
+            // notifier for both, taking `old` as an optional, made every dispatch unwrap and count references again
+            // (the callgrind gate's `fire_and_forget`).
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
             lockedState.unlock()
             if failure == nil { listeners.tell(inPlace: &lockedState.value) }
@@ -348,6 +347,20 @@ extension UnsafeBufferPointer {
     @inlinable @inline(__always)
     func tell<S: State>(inPlace new: inout S) where Element == ListenerBox<S> {
         tell(new, new)
+    }
+
+    /// Tells every listener of a change, `old` and the new state, the new one lent where it lies as ``tell(inPlace:)``
+    /// lends it. Copied out instead, it was retained and released around the calls whenever the updater's own code
+    /// was not inlined (an updater larger than a line): the callgrind gate's `fire_and_forget_writing`. The loop is
+    /// ``tell(_:_:)``'s, written out rather than called: called, it was one function more in the common dispatch's
+    /// walk (`make walk`). Change both together.
+    @inlinable @inline(__always)
+    func tell<S: State>(_ old: S, inPlace new: inout S) where Element == ListenerBox<S> {
+        for index in indices {
+            Unmanaged.passUnretained(self[index])._withUnsafeGuaranteedRef {
+                if $0.active.load(ordering: .acquiring) { $0.listener(old, new) }
+            }
+        }
     }
 }
 
