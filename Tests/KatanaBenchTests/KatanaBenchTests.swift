@@ -201,12 +201,13 @@ func result(scenario: String = "side-effects", p99: UInt64, throughput: Double, 
         defer { try? FileManager.default.removeItem(at: directory) }
         let json = directory.appendingPathComponent("micro.json").path
         let outcome = try await bench(["micro", "--only", "fire-and-forget", "round-trip", "side-effects", "listeners",
-                                 "interceptors", "--iterations", "2000", "--runs", "1", "--backend", "none",
-                                 "--json", json])
+                                 "writing-updater", "interceptors", "protocol-interceptors", "erased-interceptors",
+                                 "--iterations", "2000", "--runs", "1", "--backend", "none", "--json", json])
         #expect(outcome.status == 0, "\(outcome.err)")
         let figures = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json))) as? [String: Double]
         for key in ["fire_and_forget_ns_per_op", "round_trip_p50_ns", "side_effect_ns_per_op", "listeners_ns_per_op",
-                    "interceptors_ns_per_op"] {
+                    "writing_updater_ns_per_op", "interceptors_ns_per_op", "protocol_interceptors_ns_per_op",
+                    "erased_interceptors_ns_per_op"] {
             let value = try #require(figures?[key], "missing \(key) in \(figures ?? [:])")
             #expect(value > 0 && value.isFinite, "\(key) = \(value)")
         }
