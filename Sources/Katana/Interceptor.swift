@@ -86,9 +86,7 @@ struct InterceptionFrame {
 /// `StoreEngine.sideEffectChainEnd`), so the chain's last `next` calls it without retaining anything: kept in the
 /// frame on the stack, the closure was retained and released around that call and released again after the run —
 /// three calls into the Swift runtime per dispatch through closure interceptors, each through the PLT in a dynamically
-/// linked build (`katana-bench micro --only interceptors`, before and after in one sitting: +38.6..+39.4 ->
-/// +28.1..+29.9 ns over none in that build, +29.8..+31.8 -> +28.4..+29.4 ns in a static one; the callgrind gate's
-/// `interceptors_3`, 530 -> 507).
+/// linked build (`katana-bench micro --only interceptors`; the callgrind gate's `interceptors_3`).
 @usableFromInline
 final class ChainEndBox: Sendable {
     @usableFromInline let end: @Sendable (any Dispatchable, UnsafeMutableRawPointer) throws -> Void

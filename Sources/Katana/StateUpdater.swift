@@ -46,8 +46,8 @@ extension StateUpdater {
 
     // Always inlined, as the two below: specialised, the type check folds away and with it the error a dispatch
     // could report, so the store's handle is made without one. Left to the compiler, an updater too large to inline
-    // kept this function and the handle's initialiser out of line: two calls and 94 instructions more per dispatch
-    // (the callgrind gate's `fire_and_forget_writing`).
+    // kept this function and the handle's initialiser out of line, two calls more per dispatch (the callgrind gate's
+    // `fire_and_forget_writing`).
     @inlinable @inline(__always)
     public func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError) {
         guard T.self == StateType.self else {

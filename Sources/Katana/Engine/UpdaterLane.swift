@@ -175,7 +175,7 @@ extension StoreEngine {
     /// with a latency budget), out of line. Inlined, `enqueueUpdater` held a fourth copy of the updater's own code,
     /// and for an updater larger than a line that took it past the size beyond which the optimiser inlines nothing
     /// more, even what is marked always: a recorded dispatch then called `applyInline`, `_apply(at:)` and the handle's
-    /// initialiser, 156 instructions more (the callgrind gate's `fire_and_forget_writing_flight_recorder`).
+    /// initialiser (the callgrind gate's `fire_and_forget_writing_flight_recorder`).
     @inlinable @inline(never)
     final func applyInlineByItem<U: AnyStateUpdater, V: Sendable>(
         _ item: LaneItem, _ updater: U, parentID: UInt64, typed: Bool, combined: Bool, success: V
