@@ -62,8 +62,8 @@ private final class FirstError: @unchecked Sendable {
     }
 }
 
-/// A run through a store's interceptor closures in progress on this thread — an updater's (inline or queued, on the
-/// lane holder's thread) or a side effect's (on its task): what the closure chain's last `next`, composed once and
+/// A run through a store's composed interceptor chain in progress on this thread — an updater's (inline or queued, on
+/// the lane holder's thread) or a side effect's (on its task): what the chain's last `next`, composed once and
 /// capturing no run, ends. It tells a call made synchronously from inside the chain (the item reaches this run's end)
 /// from a deferred one, or one from another thread (dispatched anew: not this thread's frame, or none).
 @usableFromInline
@@ -81,7 +81,7 @@ struct InterceptionFrame {
     }
 }
 
-/// A closure chain's end for one kind of run: applies, or keeps as the replacement, what reached the end; captures
+/// The composed chain's end for one kind of run: applies, or keeps as the replacement, what reached the end; captures
 /// nothing (the run is its second argument). A `let` of a class, made once and kept by the store (``LaneChainEnds``,
 /// `StoreEngine.sideEffectChainEnd`), so the chain's last `next` calls it without retaining anything: kept in the
 /// frame on the stack, the closure was retained and released around that call and released again after the run —
@@ -95,7 +95,7 @@ final class ChainEndBox: Sendable {
     init(_ end: @escaping @Sendable (any Dispatchable, UnsafeMutableRawPointer) throws -> Void) { self.end = end }
 }
 
-/// This thread's run through interceptor closures in progress: the one way a closure chain's end finds its run.
+/// This thread's run through the composed interceptor chain in progress: the one way the chain's end finds its run.
 @usableFromInline
 enum InterceptionFrames {
     /// Runs `body` (the chain) with `run` as this thread's run in progress for `store`, restoring the one before after

@@ -3,13 +3,14 @@ import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
-// The interceptor chain's one model. However a chain is run — an updater inline through the typed links, the erased
-// links or the closures, a queued updater, a side effect on its task — the run keeps a `ChainEnd`, and its end goes
+// The interceptor chain's one model. However a chain is run — an updater inline through the typed links or the
+// composed chain, a queued updater, a side effect on its task — the run keeps a `ChainEnd`, and its end goes
 // through the same functions: `reachEnd` (the rule for a second `next`), `endOfUpdaterChain` (apply the updater or
 // keep what was forwarded instead) and `updaterChainResult` / `runSideEffectChain`'s result (what the run came to). The ways
 // differ only in how the updater is applied (specialised or through its witness; its change told to the listeners now
-// or recorded for the batch). A protocol-form link's `next` is made per run, over a pointer to the run on the
-// caller's stack; the closure chain, composed once, finds the run through this thread's `InterceptionFrame`.
+// or recorded for the batch). The chain — the configuration's interceptors (`InterceptorStep`), then Katana's
+// closures — is composed once and finds the run through this thread's `InterceptionFrame`; only the typed links'
+// `next`, which keeps an updater in its type, is made per run, over a pointer to the run on the caller's stack.
 
 /// What a dispatched item is: the one place both of its witnesses are asked.
 @usableFromInline
@@ -152,28 +153,32 @@ extension StoreEngine {
 
     // MARK: Running the links
 
-    /// Runs the protocol-form interceptors from `index` on; the last one's `next` calls `end`.
-    @inlinable
-    final func runLinks(_ item: any Dispatchable, from index: Int, end: (any Dispatchable) throws -> Void) throws {
-        guard index < links.count else { return try end(item) }
-        try links[index]._withUnsafeGuaranteedRef { link in
-            try link.intercept(item) { forwarded in try runLinks(forwarded, from: index + 1, end: end) }
+    /// Runs every interceptor on `item`: the configuration's, then Katana's closures; the last `next` ends the run in
+    /// progress on this thread, whose ``InterceptionFrame`` the caller has set (`InterceptionFrames.with`). Out of line:
+    /// inlined into an updater's inline run, it kept that run's frame closure from being inlined in turn — a call and
+    /// its frame more for closures alone (the callgrind gate's `interceptors_3`), which call their chain directly there.
+    @inlinable @inline(never)
+    final func runInterceptors(_ item: any Dispatchable) throws {
+        if let first = steps.first {
+            try first._withUnsafeGuaranteedRef { try $0.call(item) }
+        } else {
+            try chain.unsafelyUnwrapped(item)  // a store that intercepts has one or the other
         }
     }
 
-    /// Runs every interceptor on `item`: the protocol-form links, then the closure chain. Without closures the last
-    /// link's `next` calls `end`; the closure chain's last `next` finds the run in progress itself (this thread's
-    /// ``InterceptionFrame``), so `end` is not called then.
+    /// `runInterceptors` from the configuration's interceptor `index` on (their count: what follows them): the rest
+    /// of a typed run.
     @inlinable
-    final func runAllInterceptors(_ item: any Dispatchable, end: (any Dispatchable) throws -> Void) throws {
-        guard let chain else { return try runLinks(item, from: 0, end: end) }
-        try runLinksThenClosures(item, chain)
-    }
-
-    /// The protocol-form links, whose last `next` calls the closure chain `chain`.
-    @inlinable @inline(__always)
-    final func runLinksThenClosures(_ item: any Dispatchable, _ chain: Unmanaged<ClosureChain<StoreInterceptorChain>>) throws {
-        if links.isEmpty { try chain(item) } else { try runLinks(item, from: 0) { try chain($0) } }
+    final func runInterceptors(_ item: any Dispatchable, from index: Int) throws {
+        if index < steps.count {
+            try steps[index]._withUnsafeGuaranteedRef { try $0.call(item) }
+        } else if let chain {
+            try chain(item)
+        } else {
+            // Past the last of the configuration's interceptors, with no closures after them: what the last typed
+            // link forwards.
+            try endChain(item, store: ObjectIdentifier(self), elsewhere: dispatchPastInterceptors)
+        }
     }
 
     /// Runs the protocol-form interceptors on a state updater, the leading typed ones in their typed form: while each
@@ -187,18 +192,14 @@ extension StoreEngine {
     ) throws {
         func forward(_ item: any Dispatchable) throws {
             let index = run.pointee.current._withUnsafeGuaranteedRef { $0.index }
-            try run.pointee.store._withUnsafeGuaranteedRef {
-                try $0.runLinks(item, from: index + 1) { try erasedEnd($0, run) }
-            }
+            try runErased(item, from: index + 1, run)
         }
         func next(_ passed: U) throws {
             let link = run.pointee.current
             let (following, index, isLast) = link._withUnsafeGuaranteedRef { ($0.next, $0.index, $0.isLast) }
             guard let following else {
                 if isLast { return try typedEnd(passed, run) }
-                return try run.pointee.store._withUnsafeGuaranteedRef {
-                    try $0.runLinks(passed, from: index + 1) { try erasedEnd($0, run) }
-                }
+                return try runErased(passed, from: index + 1, run)
             }
             run.pointee.current = following
             defer { run.pointee.current = link }
@@ -217,18 +218,28 @@ extension StoreEngine {
         }
     }
 
-    /// The end for an item passed on erased, or forwarded instead (rare: kept out of `next`).
+    /// The rest of a typed run, erased: from the configuration's interceptor `index` on, for an item one of the typed
+    /// links forwarded instead, or passed on to an interceptor that is not typed (rare: kept out of `next`). It ends
+    /// as every composed chain does, in this thread's frame, over the typed run.
     @inlinable @inline(never)
-    static func erasedEnd(_ item: any Dispatchable, _ run: UnsafeMutablePointer<TypedRun>) throws {
-        try run.pointee.store._withUnsafeGuaranteedRef {
-            try $0.inlineEnd(item, &run.pointee.end)
+    static func runErased(_ item: any Dispatchable, from index: Int, _ run: UnsafeMutablePointer<TypedRun>) throws {
+        try run.pointee.store._withUnsafeGuaranteedRef { engine in
+            let end = engine.laneChainEnds.end(for: ObjectIdentifier(TypedRun.self)) {
+                ChainEndBox { item, raw in
+                    let run = raw.assumingMemoryBound(to: TypedRun.self)
+                    try run.pointee.store._withUnsafeGuaranteedRef { try $0.inlineEnd(item, &run.pointee.end) }
+                }
+            }
+            try InterceptionFrames.with(store: ObjectIdentifier(engine), run: UnsafeMutableRawPointer(run), end: end) {
+                try engine.runInterceptors(item, from: index)
+            }
         }
     }
 
     // MARK: A queued updater's run, and a side effect's
 
     /// Runs a queued updater (or one applied inline for listeners on their executor) through the interceptors; its
-    /// change is recorded for the batch's listeners. The closure chain's last `next` reaches this run through this
+    /// change is recorded for the batch's listeners. The composed chain's last `next` reaches this run through this
     /// thread's frame (`InterceptionFrames`), as an inline run's does.
     @inlinable
     final func runUpdaterChain(_ updater: any AnyStateUpdater, recordChanges: Bool) -> (LaneResult, DispatchOutcome) {
@@ -236,11 +247,6 @@ extension StoreEngine {
         var thrown: (any Error)?
         do {
             try withUnsafeMutablePointer(to: &run) { pointer in
-                // The protocol-form links alone end here; the closure chain's last `next` ends in this thread's frame.
-                let end = { (item: any Dispatchable) throws in
-                    try self.queuedEnd(item, &pointer.pointee.end, recordChanges: recordChanges)
-                }
-                guard chain != nil else { return try runAllInterceptors(updater, end: end) }
                 let chainEnd = laneChainEnds.end(for: ObjectIdentifier(QueuedRun.self)) {
                     ChainEndBox { item, raw in
                         let run = raw.assumingMemoryBound(to: QueuedRun.self)
@@ -250,7 +256,7 @@ extension StoreEngine {
                     }
                 }
                 try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: chainEnd) {
-                    try runAllInterceptors(updater, end: end)
+                    try runInterceptors(updater)
                 }
             }
         } catch {
@@ -273,19 +279,14 @@ extension StoreEngine {
         var run = ChainRun(store: Unmanaged.passUnretained(self))
         let thrown: (any Error)? = withUnsafeMutablePointer(to: &run) { pointer in
             do {
-                let end = { (item: any Dispatchable) in self.endOfSideEffectChain(item, &pointer.pointee.end) }
-                guard chain != nil else {
-                    try runAllInterceptors(sideEffect, end: end)
-                    return nil
-                }
-                // Made by the first side effect through the closures (side effects run on any thread: published once).
+                // Made by the first side effect through the interceptors (side effects run on any thread: published once).
                 let chainEnd = sideEffectChainEnd.load() ?? sideEffectChainEnd.storeIfNil(ChainEndBox { item, raw in
                     let run = raw.assumingMemoryBound(to: ChainRun.self)
                     run.pointee.store._withUnsafeGuaranteedRef { $0.endOfSideEffectChain(item, &run.pointee.end) }
                 })
                 try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer),
                                             end: .passUnretained(chainEnd)) {
-                    try runAllInterceptors(sideEffect, end: end)
+                    try runInterceptors(sideEffect)
                 }
                 return nil
             } catch {
@@ -295,7 +296,7 @@ extension StoreEngine {
         return (thrown, run.end)
     }
 
-    /// A run through the closure chain on its caller's stack — an updater's inline run, or a side effect's on its
+    /// A run through the composed chain on its caller's stack — an updater's inline run, or a side effect's on its
     /// task: what the chain's last `next` needs, reached through this thread's ``InterceptionFrame`` (so the closure
     /// made once in `becomeReady` applies an updater specialised, and reads the listeners itself, under the state lock).
     @usableFromInline
@@ -310,7 +311,7 @@ extension StoreEngine {
         }
     }
 
-    /// A queued updater's run through the closure chain, on the lane holder's stack (reached through this thread's frame).
+    /// A queued updater's run through the composed chain, on the lane holder's stack (reached through this thread's frame).
     @usableFromInline
     struct QueuedRun {
         /// Unretained: the caller holds the store.
@@ -340,8 +341,7 @@ func composeChain<Context, R: Sendable>(
     elsewhere: @escaping @Sendable (any Dispatchable) throws -> Void
 ) -> ClosureChain<@Sendable (any Dispatchable) throws -> R> {
     let last: @Sendable (any Dispatchable) throws -> R = { item in
-        if try InterceptionFrames.end(item, store: store) { return done }
-        try elsewhere(item)
+        try endChain(item, store: store, elsewhere: elsewhere)
         return done
     }
     let handlers = interceptors.map { $0(context) }
@@ -350,10 +350,19 @@ func composeChain<Context, R: Sendable>(
     return ClosureChain(next)
 }
 
-/// The closure chain's ends of the runs the lane's holder makes: an inline updater's, one per updater type (each
-/// applies it specialised), and a queued updater's (see ``ChainEndBox``). Made on first use and kept until the store
-/// goes. Read and changed only by the thread holding the lane (an updater's run through the interceptors happens only
-/// then), so it needs no lock. A type finds its end in one of `slotCount` slots, picked by its metadata's address;
+/// The end of a chain composed once (Katana's closures, or the configuration's interceptors when there are none):
+/// the run in progress on this thread for `store` ends with `item`; with none (a `next` kept and called later, or
+/// called from another thread), `elsewhere` dispatches it anew.
+@inlinable @inline(__always)
+func endChain(_ item: any Dispatchable, store: ObjectIdentifier, elsewhere: (any Dispatchable) throws -> Void) throws {
+    if try InterceptionFrames.end(item, store: store) { return }
+    try elsewhere(item)
+}
+
+/// The composed chain's ends of the runs the lane's holder makes: an inline updater's, one per updater type (each
+/// applies it specialised), the rest of a typed run's, and a queued updater's (see ``ChainEndBox``). Made on first use
+/// and kept until the store goes. Read and changed only by the thread holding the lane (an updater's run through the
+/// interceptors happens only then), so it needs no lock. A type finds its end in one of `slotCount` slots, picked by its metadata's address;
 /// a type whose slot another holds finds it in `made`.
 @usableFromInline
 struct LaneChainEnds {

@@ -17,11 +17,31 @@ extension StoreEngine {
         holderPlan = if !listenersAreInline { .batch } else if intercepting { .intercepted } else { .direct }
         // One context for the interceptors of both forms.
         let context = intercepting ? makeContext(scope: nil) : nil
+        // The chain's last `next`: the run in progress on this thread (its frame, which holds the store unretained:
+        // no weak load) ends; a deferred call, or one from another thread, is dispatched anew through the store.
+        let elsewhere: @Sendable (any Dispatchable) throws -> Void = { [weak store] item in
+            guard let store else { throw KatanaError.storeReleased }
+            store.engine.dispatchPastInterceptors(item)
+        }
+        let id = ObjectIdentifier(self)
+        if let context, !interceptors.isEmpty {
+            chain = Unmanaged.passRetained(composeChain(interceptors, context: context, store: id, done: (),
+                                                        elsewhere: elsewhere))
+        }
         if let context, !configuration.interceptors.isEmpty {
             let bound = configuration.interceptors.map { $0.bind(to: context) }
-            let buffer = UnsafeMutableBufferPointer<Unmanaged<ErasedLink>>.allocate(capacity: bound.count)
-            _ = buffer.initialize(from: bound.map { Unmanaged.passRetained(makeErasedLink($0)) })
-            links = buffer
+            // Composed from the last: each step's `next` is the one after it; the last one's, the closures.
+            var next: StoreInterceptorChain = if let chain { { item in try chain(item) } }
+                                              else { { item in try endChain(item, store: id, elsewhere: elsewhere) } }
+            var composed: [InterceptorStep] = []
+            for interceptor in bound.reversed() {
+                let step = makeStep(interceptor, next: next)
+                composed.append(step)
+                next = step.call
+            }
+            let buffer = UnsafeMutableBufferPointer<Unmanaged<InterceptorStep>>.allocate(capacity: bound.count)
+            _ = buffer.initialize(from: composed.reversed().map { Unmanaged.passRetained($0) })
+            steps = buffer
             let typed = Array(bound.prefix { $0 is any TypedDispatchInterceptor })
             var list: TypedLink?
             for (index, link) in typed.enumerated().reversed() {
@@ -29,16 +49,6 @@ extension StoreEngine {
                 list = makeTypedLink(interceptor, index: index, next: list, isLast: index == bound.count - 1)
             }
             firstTypedLink = list.map { Unmanaged.passRetained($0) }
-        }
-        if let context, !interceptors.isEmpty {
-            // The chain's last `next`: the run in progress on this thread (its frame, which holds the store unretained:
-            // no weak load) ends; a deferred call, or one from another thread, is dispatched anew through the store.
-            let elsewhere: @Sendable (any Dispatchable) throws -> Void = { [weak store] item in
-                guard let store else { throw KatanaError.storeReleased }
-                store.engine.dispatchPastInterceptors(item)
-            }
-            chain = Unmanaged.passRetained(composeChain(interceptors, context: context, store: ObjectIdentifier(self), done: (),
-                                                        elsewhere: elsewhere))
         }
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
         initialized.store(true, ordering: .releasing)

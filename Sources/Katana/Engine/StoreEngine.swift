@@ -17,7 +17,7 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     // lock-free (`enqueueUpdater`, `LaneWord.tryTake`: an acquiring compare-and-swap); ownership passes between
     // threads through `laneLock`, or through `laneWord` when a holder gives an idle lane back without the lock (a
     // releasing compare-and-swap, seen by the next taker's acquiring one): either orders the accesses. `chain`,
-    // `links`, `intercepting`, `inlinePlan` and `holderPlan` are written once, in `becomeReady`, before the store is
+    // `steps`, `intercepting`, `inlinePlan` and `holderPlan` are written once, in `becomeReady`, before the store is
     // marked ready (the word's `notReady` bit cleared with a releasing store, under `laneLock`), and only read after
     // that.
 
@@ -43,16 +43,16 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     /// Katana's closure interceptors composed into one chain: written once before ready; retained by hand and
     /// released in deinit (see ``ClosureChain``).
     @usableFromInline @exclusivity(unchecked) final var chain: Unmanaged<ClosureChain<StoreInterceptorChain>>?
-    /// The ends of `chain`'s runs that the lane's holder makes (read and changed by that thread only), and of a side
-    /// effect's, made by the first one through the chain (see ``ChainEndBox``).
+    /// The ends of the composed chain's runs (`steps`, then `chain`) that the lane's holder makes (read and changed by
+    /// that thread only), and of a side effect's, made by the first one through the chain (see ``ChainEndBox``).
     @usableFromInline @exclusivity(unchecked) final var laneChainEnds = LaneChainEnds()
     @usableFromInline final let sideEffectChainEnd = AtomicLazyReference<ChainEndBox>()
-    /// The configuration's protocol-form interceptors, bound to this store; run before `chain`.
-    /// (Links referenced unretained from the store's own buffer, not an array of existentials: an interceptor is
-    /// called in place from its link, where an element was copied out and destroyed around each call. Written once
-    /// before ready; retained by hand and released in deinit.)
-    @usableFromInline @exclusivity(unchecked) final var links = UnsafeMutableBufferPointer<Unmanaged<ErasedLink>>(start: nil, count: 0)
-    /// The leading ones of `links` that are ``TypedDispatchInterceptor``s, as a list (a state updater dispatched with
+    /// The configuration's protocol-form interceptors, bound to this store and composed (``InterceptorStep``): the
+    /// chain from the first, from the second, …; the last one's `next` is `chain`, or else the end of the run in
+    /// progress. (Referenced unretained from the store's own buffer: written once before ready; retained by hand and
+    /// released in deinit.)
+    @usableFromInline @exclusivity(unchecked) final var steps = UnsafeMutableBufferPointer<Unmanaged<InterceptorStep>>(start: nil, count: 0)
+    /// The leading ones of `steps` that are ``TypedDispatchInterceptor``s, as a list (a state updater dispatched with
     /// its type goes through these typed, then through the rest erased). Retained by hand: set once before ready,
     /// released in deinit; read without reference counting.
     @usableFromInline @exclusivity(unchecked) final var firstTypedLink: Unmanaged<TypedLink>?
@@ -183,8 +183,8 @@ final class StoreEngine<S: State>: @unchecked Sendable {
         // Side effects still running are cancelled; items kept until readiness are rejected (nothing else can be
         // pending: whoever holds the lane, or the updater queue's kick, holds the engine).
         sideEffects.close()
-        for link in links { link.release() }
-        links.deallocate()
+        for step in steps { step.release() }
+        steps.deallocate()
         firstTypedLink?.release()
         chain?.release()
         laneChainEnds.deallocate()

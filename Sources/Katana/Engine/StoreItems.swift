@@ -74,7 +74,7 @@ enum EarlyItem {
 }
 
 /// A typed interceptor of a store's configuration and the typed one after it (`nil` after the last typed one);
-/// `index` is its place in the store's `links`, from which an erased continuation starts, and `isLast` says no
+/// `index` is its place among the store's `steps`, from which an erased continuation starts, and `isLast` says no
 /// interceptor follows. Each is a `TypedLinkOf` its interceptor's type, so calling it is a class method call, not an
 /// existential's, whose value the runtime projects out of its box on every call (the callgrind gate's
 /// `dispatch_interceptors_3`).
@@ -124,31 +124,23 @@ func makeTypedLink<I: TypedDispatchInterceptor>(_ interceptor: I, index: Int, ne
     TypedLinkOf(interceptor, index: index, next: next, isLast: isLast)
 }
 
-/// One of the configuration's interceptors, bound to a store, as a link of its erased chain: called through the class
-/// (``ErasedLinkOf``, which holds the interceptor as its own type), as ``TypedLink`` is. Held as an existential, the
-/// interceptor was opened at every call: 3 erased pass-through interceptors cost 595 instructions per dispatch
-/// against the closure chain's 547; through the class, 545 (the callgrind gate's `erased_interceptors_3`).
+/// One of the configuration's interceptors, bound to a store, composed with the ones after it: `call` runs the
+/// interceptor with, as its `next`, the step after it (the last one's: Katana's closures, or else the end of the run
+/// in progress on this thread). Composed once, when the store becomes ready, as the closures are (``composeChain``),
+/// so a run passes the item from interceptor to interceptor through closures already made — none made per link per
+/// run, no index followed — and ends where Katana's closures end, in this thread's ``InterceptionFrame``.
+/// Called through a `let` of a class referenced unretained, so nothing is retained around the call (see
+/// ``ClosureChain``); of the concrete type `DispatchInterceptor` passes as `next`, so no re-abstraction thunk sits
+/// between two interceptors (the callgrind gate's `erased_interceptors_3`).
 @usableFromInline
-class ErasedLink {
-    /// Calls this link's interceptor.
-    @usableFromInline
-    func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
-        preconditionFailure("ErasedLink is abstract")
-    }
+final class InterceptorStep: Sendable {
+    @usableFromInline let call: StoreInterceptorChain
+    init(_ call: @escaping StoreInterceptorChain) { self.call = call }
 }
 
-/// A link holding its interceptor as the interceptor's own type.
-@usableFromInline
-final class ErasedLinkOf<I: DispatchInterceptor>: ErasedLink {
-    @usableFromInline let interceptor: I
-
-    init(_ interceptor: I) { self.interceptor = interceptor }
-
-    @usableFromInline
-    override func intercept(_ item: any Dispatchable, next: (any Dispatchable) throws -> Void) throws {
-        try interceptor.intercept(item, next: next)
-    }
+/// The step that runs `interceptor` with `next` after it. Generic, so an existential argument is opened and the step
+/// holds the interceptor as its own type: a call goes straight to its witness, where an existential was opened (its
+/// value projected out of its box) on every call.
+func makeStep<I: DispatchInterceptor>(_ interceptor: I, next: @escaping StoreInterceptorChain) -> InterceptorStep {
+    InterceptorStep { item in try interceptor.intercept(item, next: next) }
 }
-
-/// A link for `interceptor`, holding it as its own type (an existential argument is opened).
-func makeErasedLink<I: DispatchInterceptor>(_ interceptor: I) -> ErasedLink { ErasedLinkOf(interceptor) }
