@@ -157,9 +157,10 @@ extension Unmanaged where Instance == ClosureChain<StoreInterceptorChain> {
 
 /// An interceptor as a type: the form to use on every dispatch's path. It does what a ``StoreInterceptor`` closure
 /// does — pass the item on with `next`, pass another item instead, drop it (return without calling `next`) or block
-/// it (throw) — but `next` is a plain non-escaping function, so the store runs the chain without allocating,
-/// without re-abstraction thunks and without looking up the interception in thread-local storage. The typed form,
-/// ``TypedDispatchInterceptor``, is cheaper still for state updaters.
+/// it (throw) — but `next` is a plain non-escaping function of a concrete type: the store composes the chain once and a
+/// dispatch runs it without allocating and without the re-abstraction thunks the compiler puts around a closure in an
+/// array of ``StoreInterceptor``. The typed form, ``TypedDispatchInterceptor``, also keeps a state updater's type up
+/// to the store, which then applies it specialised.
 ///
 /// Give them to the store in ``StoreConfiguration/interceptors``: they run first, in order, then the closures
 /// passed to the store's initialiser. To put one among closures, use ``storeInterceptor``.
