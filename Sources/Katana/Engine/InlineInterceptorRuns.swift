@@ -56,7 +56,7 @@ extension StoreEngine {
     /// gives it back. (Never inlined: in `enqueueUpdater`'s body it changed how the common paths there were optimised
     /// — a traced dispatch cost ~110 instructions more.)
     @inlinable @inline(never)
-    final func applyInlineThroughLinks<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
+    final func applyInlineThroughInterceptors<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
         _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, combined: Bool, success: V
     ) -> DispatchHandle<V> {
         let started = trace.start(self, combined: combined)
@@ -101,7 +101,7 @@ extension StoreEngine {
                                started: started, success: success)
     }
 
-    /// The end of `applyInlineThroughLinks`: traces the outcome, gives the lane back and returns the handle.
+    /// The end of `applyInlineThroughInterceptors`: traces the outcome, gives the lane back and returns the handle.
     @inlinable @inline(__always)
     final func finishInlineRun<U: AnyStateUpdater, V: Sendable, T: InlineRunTrace>(
         _ trace: T, _ updater: U, parentID: UInt64, _ end: inout ChainEnd, thrown: (any Error)?,

@@ -52,7 +52,7 @@ extension StoreEngine {
                 // (the callgrind gate's `interceptors_3`, `dispatch_interceptors_3`). Asked here rather than first
                 // thing in `applyOrQueue`: the call into that large function was most of what the interceptors paid,
                 // and the plain dispatch pays only a register more to keep (`fire_and_forget`).
-                return applyInlineThroughLinks(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
+                return applyInlineThroughInterceptors(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
                                                combined: false, success: success)
             }
         }
@@ -154,14 +154,14 @@ extension StoreEngine {
     /// The one inline path of every updater its dispatching thread applies but the untraced one without interceptors
     /// (`enqueueUpdater` spells that one out): between `trace`'s start and finish — nothing (``UntracedRun``), one event
     /// at the end without a lane item (``CombinedRun``), or by its lane item — apply it and tell the listeners now,
-    /// through the interceptors when there are any (`applyInlineThroughLinks`); give the lane back; make the handle.
+    /// through the interceptors when there are any (`applyInlineThroughInterceptors`); give the lane back; make the handle.
     /// Generic over the trace, so each kind's calls are specialised in, none tested per dispatch.
     @inlinable @inline(__always)
     final func applyInline<T: InlineRunTrace, U: AnyStateUpdater, V: Sendable>(
         _ trace: T, _ updater: U, parentID: UInt64, typed: Bool, combined: Bool, success: V
     ) -> DispatchHandle<V> {
         if intercepting {
-            return applyInlineThroughLinks(trace, updater, parentID: parentID, typed: typed,
+            return applyInlineThroughInterceptors(trace, updater, parentID: parentID, typed: typed,
                                            combined: combined, success: success)
         }
         let started = trace.start(self, combined: combined)
