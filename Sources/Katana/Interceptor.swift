@@ -15,8 +15,9 @@ public typealias StoreInterceptorChain = @Sendable (any Dispatchable) throws -> 
 /// item and rejects its handle with that error; one that calls `next` with another item dispatches that item
 /// instead. For a state updater, `next` applies it before returning, so state read after `next` is the new one;
 /// for a side effect, the body starts after the whole chain has returned. Handlers are synchronous and run on
-/// the thread that runs the item. Calling `next` later (after the handler returned) dispatches the item anew,
-/// past the interceptors.
+/// the thread that runs the item. Calling `next` later (after the handler returned), or from another thread (a hop to
+/// a queue while the handler waits), dispatches the item anew, past the interceptors: it is applied after this run,
+/// exactly once.
 public typealias StoreInterceptor = @Sendable (AnySideEffectContext) -> @Sendable (@escaping StoreInterceptorNext) -> StoreInterceptorChain
 
 /// A Redux middleware: `(getState, dispatch) -> (next) -> (action) -> Void`.
@@ -88,11 +89,17 @@ struct InterceptionFrame {
 /// three calls into the Swift runtime per dispatch through closure interceptors, each through the PLT in a dynamically
 /// linked build (`katana-bench micro --only interceptors`; the callgrind gate's `interceptors_3`).
 @usableFromInline
-final class ChainEndBox: Sendable {
+final class ChainEndBox: @unchecked Sendable {
     @usableFromInline let end: @Sendable (any Dispatchable, UnsafeMutableRawPointer) throws -> Void
+    /// For an inline run's end, of one updater type, in a store with typed interceptors: the typed interceptors
+    /// composed for that type (a ``TypedChain``), which end here. Set once, by the lane's holder that makes the box,
+    /// before the box is used; retained by hand and called through an unretained reference, as the box itself is.
+    @usableFromInline @exclusivity(unchecked) var typedChain: Unmanaged<AnyObject>?
 
     @inlinable
     init(_ end: @escaping @Sendable (any Dispatchable, UnsafeMutableRawPointer) throws -> Void) { self.end = end }
+
+    deinit { typedChain?.release() }
 }
 
 /// This thread's run through the composed interceptor chain in progress: the one way the chain's end finds its run.

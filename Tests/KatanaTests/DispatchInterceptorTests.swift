@@ -239,6 +239,40 @@ enum InterceptorPlacement: String, CaseIterable, CustomTestStringConvertible {
         #expect(calls.value == 1, "the second item went past the interceptors")
     }
 
+    /// `next` called from another thread while the interceptor waits for it (a hop to a queue of the app's, say): that
+    /// thread has no run of this store in progress, so the item is dispatched anew, past the interceptors, as a
+    /// closure's kept `next` is — applied exactly once, after the run; nothing waits on the lane the waiting thread
+    /// holds, and the next dispatch goes through as usual.
+    @Test(arguments: placements) func nextCalledFromAnotherThreadAppliesTheItemOnceAndNeverHangs(_ placement: InterceptorPlacement) async throws {
+        let calls = Counter()
+        let store = placement.store([Intercepting { item, next in
+            calls.increment()
+            guard let append = item as? Append, append.value == 1 else { return try next(item) }
+            // `next` does not outlive `intercept`: the thread lets go of it before `intercept` goes on.
+            withoutActuallyEscaping(next) { next in
+                let lent = Lent(next)
+                let returned = DispatchSemaphore(value: 0)
+                Thread {
+                    try? lent.next?(item)
+                    lent.next = nil
+                    returned.signal()
+                }.start()
+                returned.wait()
+            }
+        }])
+        _ = await store.dispatch(Append(value: 1)).result
+        #expect(await eventually { store.state.log == [1] })
+        try await store.dispatch(Append(value: 2)).value
+        #expect(await eventually { store.state.log == [1, 2] })
+        #expect(calls.value == 2, "the item dispatched anew went past the interceptors")
+    }
+
+    /// A `next` lent to another thread for the length of a call.
+    final class Lent: @unchecked Sendable {
+        var next: ((any Dispatchable) throws -> Void)?  // set, called and cleared by the borrowing thread, in turn
+        init(_ next: @escaping (any Dispatchable) throws -> Void) { self.next = next }
+    }
+
     @Test(arguments: placements) func callingNextTwiceOnASideEffectRunsItOnceAndDispatchesTheSecondAnew(_ placement: InterceptorPlacement) async throws {
         let sideEffectCalls = Counter()
         let store = placement.store([Intercepting { item, next in

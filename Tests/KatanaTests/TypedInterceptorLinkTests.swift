@@ -4,7 +4,7 @@ import Testing
 import KatanaTestSupport
 import KatanaTrace
 
-/// The typed chain's links hold each interceptor with its own type (`TypedLinkOf<I>`) and keep what an interceptor
+/// The typed chain's steps hold each interceptor with its own type (`makeTypedStep`), and a run keeps what an interceptor
 /// forwards instead of an updater in a retained box until the run is over: interceptors of any layout must run in
 /// order with their own values, and a forwarded item must be released once it has run.
 @Suite struct TypedInterceptorLinkTests {

@@ -3,8 +3,8 @@ import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
-// An updater dispatched inline through the interceptors: the runs on the caller's stack (typed links, the closure
-// chain) and the ends of their chains, which apply the updater specialised.
+// An updater dispatched inline through the interceptors: its run on the caller's stack (through the composed chain, its
+// typed interceptors composed for its type) and the run's end, which applies the updater specialised.
 extension StoreEngine {
     /// An inline run's chain end for the updater as dispatched, passed on by every interceptor in the typed form:
     /// applied as an updater without interceptors is (specialised).
@@ -46,10 +46,10 @@ extension StoreEngine {
         }
     }
 
-    /// Applies an updater inline through the interceptors (inline listeners): a typed dispatch with no closures
-    /// through the typed links (`runTypedLinks`), keeping the updater in its type; else through the composed chain —
-    /// the configuration's interceptors erased, then Katana's closures — whose last `next` reaches this run through
-    /// this thread's frame. The chain's end applies the updater and tells the listeners, as an updater without
+    /// Applies an updater inline through the interceptors (inline listeners): through the composed chain — a typed
+    /// dispatch through the typed interceptors composed for its type (``TypedChain``) first, when there are such and no
+    /// closures; then the rest erased, then Katana's closures — whose last `next` reaches this run through this
+    /// thread's frame. The chain's end applies the updater and tells the listeners, as an updater without
     /// interceptors is (so an interceptor that throws after `next` reports an item that was applied and whose change
     /// the listeners were told). `trace` is its lane item when traced, else ``UntracedRun`` (an untraced updater gets
     /// no lane item: it would box the updater in an existential, copy it and destroy both). Called with the lane held;
@@ -61,44 +61,94 @@ extension StoreEngine {
     ) -> DispatchHandle<V> {
         let started = trace.start(self, combined: combined)
         var thrown: (any Error)?
-        // The composed chain unless a typed dispatch goes through the typed links alone. (Asked in this order, and with
-        // `first` and `chain` read here, the run's closures are inlined into this function: asked the other way round,
-        // they were calls of their own, 20 to 30 instructions more per dispatch — the callgrind gate's
-        // `interceptors_3` and `erased_interceptors_3`.)
-        if chain != nil || !typed || firstTypedLink == nil {
-            var run = ChainRun(store: Unmanaged.passUnretained(self))
-            let first = steps.first
-            let chain = self.chain
-            do {
-                try withUnsafeMutablePointer(to: &run) { pointer in
-                    let chainEnd = laneChainEnds.end(for: ObjectIdentifier(U.self)) {
-                        ChainEndBox { item, raw in
-                            let run = raw.assumingMemoryBound(to: ChainRun.self)
-                            try run.pointee.store._withUnsafeGuaranteedRef {
-                                try $0.inlineEnd(item, as: U.self, &run.pointee.end)
-                            }
-                        }
-                    }
-                    try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer),
-                                                end: chainEnd) {
-                        // Closures alone: their chain, called here.
-                        if let chain, first == nil { try chain(updater) } else { try runInterceptors(updater) }
+        var run = ChainRun(store: Unmanaged.passUnretained(self))
+        // (Read here, before the run's closures, these keep them inlined into this function: read inside them, or
+        // with the typed chain called there, the closures were calls of their own, 20 to 40 instructions more per
+        // dispatch — the callgrind gate's `interceptors_3`, `dispatch_interceptors_3`, `erased_interceptors_3`.)
+        let throughTyped = typed && runsTyped
+        let first = steps.first
+        let chain = self.chain
+        do {
+            try withUnsafeMutablePointer(to: &run) { pointer in
+                let runEnd = laneChainEnds.end(for: ObjectIdentifier(U.self)) { makeInlineRunEnd(U.self) }
+                try InterceptionFrames.with(store: ObjectIdentifier(self), run: UnsafeMutableRawPointer(pointer), end: runEnd) {
+                    if throughTyped {
+                        try runTyped(updater, runEnd)
+                    } else if let chain, first == nil {
+                        try chain(updater)  // closures alone: their chain, called here
+                    } else {
+                        try runInterceptors(updater)
                     }
                 }
-            } catch {
-                thrown = error
             }
-            return finishInlineRun(trace, updater, parentID: parentID, &run.end, thrown: thrown, combined: combined,
-                                   started: started, success: success)
-        }
-        var run = TypedRun(store: Unmanaged.passUnretained(self), first: firstTypedLink.unsafelyUnwrapped)  // asked above
-        do {
-            try withUnsafeMutablePointer(to: &run) { try Self.runTypedLinks(updater, $0) }
         } catch {
             thrown = error
         }
         return finishInlineRun(trace, updater, parentID: parentID, &run.end, thrown: thrown, combined: combined,
                                started: started, success: success)
+    }
+
+    /// Runs the typed interceptors composed for `U` (kept with `U`'s run end). Out of line, as `runInterceptors` is.
+    @inlinable @inline(never)
+    final func runTyped<U: AnyStateUpdater>(_ updater: U, _ runEnd: Unmanaged<ChainEndBox>) throws {
+        try runEnd._withUnsafeGuaranteedRef {
+            try $0.typedChain.unsafelyUnwrapped._withUnsafeGuaranteedRef {
+                try unsafeDowncast($0, to: TypedChain<U>.self).head(updater)
+            }
+        }
+    }
+
+    /// The end of an inline run of a `U`, made the first time one goes through the interceptors: applies what reaches
+    /// it (specialised when it is still a `U`); when a typed dispatch runs the typed interceptors (`runsTyped`), it also
+    /// keeps them composed for `U`.
+    /// (Inlinable, as the closures it makes must be: made in unspecialised code, they ran unspecialised, looking up
+    /// generic metadata on every dispatch.)
+    @inlinable
+    final func makeInlineRunEnd<U: AnyStateUpdater>(_: U.Type) -> ChainEndBox {
+        let box = ChainEndBox { item, raw in
+            let run = raw.assumingMemoryBound(to: ChainRun.self)
+            try run.pointee.store._withUnsafeGuaranteedRef { try $0.inlineEnd(item, as: U.self, &run.pointee.end) }
+        }
+        if runsTyped { box.typedChain = .passRetained(composeTyped(U.self, end: .passUnretained(box))) }
+        return box
+    }
+
+    /// The typed interceptors composed for `U`: each one's `next` is the one after it; the last one's applies the
+    /// updater at the end of the run in progress (`end` is that run's end, `U`'s), or, when interceptors of the erased
+    /// form follow, goes on through them. Each one's `forward` goes on erased from the one after
+    /// it. The closures reference the store unretained: it keeps them (through `end`), and runs them only while it
+    /// is alive.
+    @inlinable
+    final func composeTyped<U: AnyStateUpdater>(_: U.Type, end: Unmanaged<ChainEndBox>) -> TypedChain<U> {
+        let engine = Unmanaged.passUnretained(self)
+        let typedCount = typedInterceptors.count
+        var next: @Sendable (U) throws -> Void = if typedCount < steps.count {
+            { item in try engine._withUnsafeGuaranteedRef { try $0.runInterceptors(item, from: typedCount) } }
+        } else {
+            { item in try engine._withUnsafeGuaranteedRef { try $0.typedEnd(item, runEnd: end) } }
+        }
+        for index in typedInterceptors.indices.reversed() {
+            let forward: StoreInterceptorChain = { item in
+                try engine._withUnsafeGuaranteedRef { try $0.runInterceptors(item, from: index + 1) }
+            }
+            next = makeTypedStep(typedInterceptors[index], next: next, forward: forward)
+        }
+        return TypedChain(next)
+    }
+
+    /// The end of a typed chain that nothing follows: the updater, still a `U`, is applied specialised when this
+    /// thread's run in progress is the `U` run whose end is `runEnd`; otherwise (the `next` called from another thread,
+    /// or from inside another run) it ends as any composed chain does.
+    @inlinable
+    final func typedEnd<U: AnyStateUpdater>(_ updater: U, runEnd: Unmanaged<ChainEndBox>) throws {
+        if let raw = katana_current_interception_frame() {
+            let frame = raw.assumingMemoryBound(to: InterceptionFrame.self)
+            if frame.pointee.end.toOpaque() == runEnd.toOpaque() {
+                let run = frame.pointee.run.assumingMemoryBound(to: ChainRun.self)
+                return try inlineEnd(typed: updater, &run.pointee.end)
+            }
+        }
+        try endChain(updater, store: ObjectIdentifier(self), elsewhere: dispatchPastInterceptors)
     }
 
     /// The end of `applyInlineThroughInterceptors`: traces the outcome, gives the lane back and returns the handle.
@@ -122,22 +172,5 @@ extension StoreEngine {
         let handle = inlineHandle(result, success: success, parentID: parentID)
         releaseLane()
         return handle
-    }
-
-    /// An inline run through the leading typed interceptors: what their `next` and `forward` need, in one place on the
-    /// caller's stack, so each is a closure over a pointer to it.
-    @usableFromInline
-    struct TypedRun {
-        /// Unretained: the caller holds the store.
-        @usableFromInline let store: Unmanaged<StoreEngine<S>>
-        /// The link whose interceptor is running: set before each call and restored after it (the calls nest).
-        @usableFromInline var current: Unmanaged<TypedLink>
-        @usableFromInline var end = ChainEnd()
-
-        @inlinable
-        init(store: Unmanaged<StoreEngine<S>>, first: Unmanaged<TypedLink>) {
-            self.store = store
-            self.current = first
-        }
     }
 }

@@ -3,14 +3,14 @@ import CKatanaTraceProvider
 import KatanaTrace
 import Synchronization
 
-// The interceptor chain's one model. However a chain is run — an updater inline through the typed links or the
-// composed chain, a queued updater, a side effect on its task — the run keeps a `ChainEnd`, and its end goes
+// The interceptor chain's one model. However a chain is run — an updater inline (typed or erased), a queued updater, a
+// side effect on its task — the run keeps a `ChainEnd`, and its end goes
 // through the same functions: `reachEnd` (the rule for a second `next`), `endOfUpdaterChain` (apply the updater or
 // keep what was forwarded instead) and `updaterChainResult` / `runSideEffectChain`'s result (what the run came to). The ways
 // differ only in how the updater is applied (specialised or through its witness; its change told to the listeners now
-// or recorded for the batch). The chain — the configuration's interceptors (`InterceptorStep`), then Katana's
-// closures — is composed once and finds the run through this thread's `InterceptionFrame`; only the typed links'
-// `next`, which keeps an updater in its type, is made per run, over a pointer to the run on the caller's stack.
+// or recorded for the batch). The chain — the configuration's interceptors (`InterceptorStep`; the leading typed ones
+// also composed per updater type, `TypedChain`), then Katana's closures — is composed, not walked, and every run finds
+// its state in one place: this thread's `InterceptionFrame`.
 
 /// What a dispatched item is: the one place both of its witnesses are asked.
 @usableFromInline
@@ -167,7 +167,7 @@ extension StoreEngine {
     }
 
     /// `runInterceptors` from the configuration's interceptor `index` on (their count: what follows them): the rest
-    /// of a typed run.
+    /// of a typed chain, erased (``TypedChain``).
     @inlinable
     final func runInterceptors(_ item: any Dispatchable, from index: Int) throws {
         if index < steps.count {
@@ -176,63 +176,8 @@ extension StoreEngine {
             try chain(item)
         } else {
             // Past the last of the configuration's interceptors, with no closures after them: what the last typed
-            // link forwards.
+            // interceptor forwards.
             try endChain(item, store: ObjectIdentifier(self), elsewhere: dispatchPastInterceptors)
-        }
-    }
-
-    /// Runs the protocol-form interceptors on a state updater, the leading typed ones in their typed form: while each
-    /// passes the updater on with `next`, it stays of its type `U` and the chain's end applies it specialised; from
-    /// the first erased interceptor on, or what an interceptor forwards instead, the rest of the chain runs erased.
-    /// One `next` and one `forward` serve every link (each a closure over `run`); each link is called through its
-    /// class method (``TypedLinkOf``), and the list is followed without reference counting.
-    @inlinable
-    static func runTypedLinks<U: AnyStateUpdater>(
-        _ updater: U, _ run: UnsafeMutablePointer<TypedRun>
-    ) throws {
-        func forward(_ item: any Dispatchable) throws {
-            let index = run.pointee.current._withUnsafeGuaranteedRef { $0.index }
-            try runErased(item, from: index + 1, run)
-        }
-        func next(_ passed: U) throws {
-            let link = run.pointee.current
-            let (following, index, isLast) = link._withUnsafeGuaranteedRef { ($0.next, $0.index, $0.isLast) }
-            guard let following else {
-                if isLast { return try typedEnd(passed, run) }
-                return try runErased(passed, from: index + 1, run)
-            }
-            run.pointee.current = following
-            defer { run.pointee.current = link }
-            try following._withUnsafeGuaranteedRef { try $0.intercept(passed, next: next, forward: forward) }
-        }
-        try run.pointee.current._withUnsafeGuaranteedRef {
-            try $0.intercept(updater, next: next, forward: forward)
-        }
-    }
-
-    /// The end for the updater passed on in its own type: applied specialised (inlined into `next`).
-    @inlinable @inline(__always)
-    static func typedEnd<U: AnyStateUpdater>(_ updater: U, _ run: UnsafeMutablePointer<TypedRun>) throws {
-        try run.pointee.store._withUnsafeGuaranteedRef {
-            try $0.inlineEnd(typed: updater, &run.pointee.end)
-        }
-    }
-
-    /// The rest of a typed run, erased: from the configuration's interceptor `index` on, for an item one of the typed
-    /// links forwarded instead, or passed on to an interceptor that is not typed (rare: kept out of `next`). It ends
-    /// as every composed chain does, in this thread's frame, over the typed run.
-    @inlinable @inline(never)
-    static func runErased(_ item: any Dispatchable, from index: Int, _ run: UnsafeMutablePointer<TypedRun>) throws {
-        try run.pointee.store._withUnsafeGuaranteedRef { engine in
-            let end = engine.laneChainEnds.end(for: ObjectIdentifier(TypedRun.self)) {
-                ChainEndBox { item, raw in
-                    let run = raw.assumingMemoryBound(to: TypedRun.self)
-                    try run.pointee.store._withUnsafeGuaranteedRef { try $0.inlineEnd(item, &run.pointee.end) }
-                }
-            }
-            try InterceptionFrames.with(store: ObjectIdentifier(engine), run: UnsafeMutableRawPointer(run), end: end) {
-                try engine.runInterceptors(item, from: index)
-            }
         }
     }
 

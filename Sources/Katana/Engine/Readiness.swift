@@ -42,13 +42,8 @@ extension StoreEngine {
             let buffer = UnsafeMutableBufferPointer<Unmanaged<InterceptorStep>>.allocate(capacity: bound.count)
             _ = buffer.initialize(from: composed.reversed().map { Unmanaged.passRetained($0) })
             steps = buffer
-            let typed = Array(bound.prefix { $0 is any TypedDispatchInterceptor })
-            var list: TypedLink?
-            for (index, link) in typed.enumerated().reversed() {
-                let interceptor = link as! any TypedDispatchInterceptor
-                list = makeTypedLink(interceptor, index: index, next: list, isLast: index == bound.count - 1)
-            }
-            firstTypedLink = list.map { Unmanaged.passRetained($0) }
+            typedInterceptors = bound.prefix { $0 is any TypedDispatchInterceptor }.map { $0 as! any TypedDispatchInterceptor }
+            runsTyped = !typedInterceptors.isEmpty && chain == nil
         }
         if tracer.isEnabled { tracer.storeReady(storeID: storeID, stateType: TraceName.of(S.self)) }
         initialized.store(true, ordering: .releasing)

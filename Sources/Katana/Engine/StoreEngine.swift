@@ -17,9 +17,9 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     // lock-free (`enqueueUpdater`, `LaneWord.tryTake`: an acquiring compare-and-swap); ownership passes between
     // threads through `laneLock`, or through `laneWord` when a holder gives an idle lane back without the lock (a
     // releasing compare-and-swap, seen by the next taker's acquiring one): either orders the accesses. `chain`,
-    // `steps`, `intercepting`, `inlinePlan` and `holderPlan` are written once, in `becomeReady`, before the store is
-    // marked ready (the word's `notReady` bit cleared with a releasing store, under `laneLock`), and only read after
-    // that.
+    // `steps`, `typedInterceptors`, `runsTyped`, `intercepting`, `inlinePlan` and `holderPlan` are written once, in
+    // `becomeReady`, before the store is marked ready (the word's `notReady` bit cleared with a releasing store, under
+    // `laneLock`), and only read after that.
 
     /// The identity the store reports in traces (`store_ready`, `listeners_notified`).
     @usableFromInline let storeID: UInt64
@@ -52,10 +52,13 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     /// progress. (Referenced unretained from the store's own buffer: written once before ready; retained by hand and
     /// released in deinit.)
     @usableFromInline @exclusivity(unchecked) final var steps = UnsafeMutableBufferPointer<Unmanaged<InterceptorStep>>(start: nil, count: 0)
-    /// The leading ones of `steps` that are ``TypedDispatchInterceptor``s, as a list (a state updater dispatched with
-    /// its type goes through these typed, then through the rest erased). Retained by hand: set once before ready,
-    /// released in deinit; read without reference counting.
-    @usableFromInline @exclusivity(unchecked) final var firstTypedLink: Unmanaged<TypedLink>?
+    /// The leading ones of the configuration's interceptors that are ``TypedDispatchInterceptor``s, bound to this store:
+    /// a state updater dispatched with its type goes through these typed (``TypedChain``, composed per updater type),
+    /// then through the rest erased. Written once before ready.
+    @usableFromInline @exclusivity(unchecked) final var typedInterceptors: [any TypedDispatchInterceptor] = []
+    /// Whether a typed dispatch goes through `typedInterceptors` typed: there are some, and no closures (with closures,
+    /// every item goes through the whole chain erased). Written once before ready.
+    @usableFromInline @exclusivity(unchecked) final var runsTyped = false
     /// Whether there are interceptors of either form.
     @usableFromInline @exclusivity(unchecked) final var intercepting = false  // written once before ready
     /// How an updater is applied when its dispatching thread finds the lane idle (``InlinePlan``).
@@ -185,7 +188,6 @@ final class StoreEngine<S: State>: @unchecked Sendable {
         sideEffects.close()
         for step in steps { step.release() }
         steps.deallocate()
-        firstTypedLink?.release()
         chain?.release()
         laneChainEnds.deallocate()
         rejectEarlyItems()

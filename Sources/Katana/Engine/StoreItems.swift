@@ -73,55 +73,25 @@ enum EarlyItem {
     case sideEffect(SideEffectItem)
 }
 
-/// A typed interceptor of a store's configuration and the typed one after it (`nil` after the last typed one);
-/// `index` is its place among the store's `steps`, from which an erased continuation starts, and `isLast` says no
-/// interceptor follows. Each is a `TypedLinkOf` its interceptor's type, so calling it is a class method call, not an
-/// existential's, whose value the runtime projects out of its box on every call (the callgrind gate's
-/// `dispatch_interceptors_3`).
+/// The store's leading typed interceptors composed for one updater type `U`, as the rest of the chain is composed once
+/// (``InterceptorStep``): `head` runs the first with, as its `next`, the one after it, in `U`; the last one's `next`
+/// applies the updater (specialised) at the end of the run in progress, or goes on erased through the rest of the
+/// chain. Made the first time a `U` is dispatched typed, and kept with that type's run end (``ChainEndBox``), so a
+/// dispatch runs typed interceptors as it runs the others: through closures already made, ending in this thread's
+/// ``InterceptionFrame`` (the callgrind gate's `dispatch_interceptors_3`).
 @usableFromInline
-class TypedLink {
-    /// `owner` unretained, to follow the list without reference counting.
-    @usableFromInline let next: Unmanaged<TypedLink>?
-    @usableFromInline let index: Int
-    @usableFromInline let isLast: Bool
-    /// Keeps the rest of the list alive.
-    let owner: TypedLink?
-
-    init(index: Int, next: TypedLink?, isLast: Bool) {
-        self.index = index
-        self.owner = next
-        self.next = next.map { Unmanaged.passUnretained($0) }
-        self.isLast = isLast
-    }
-
-    /// Calls this link's interceptor.
-    @usableFromInline
-    func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
-                                       forward: (any Dispatchable) throws -> Void) throws {
-        preconditionFailure("TypedLink is abstract")
-    }
+final class TypedChain<U: AnyStateUpdater>: Sendable {
+    @usableFromInline let head: @Sendable (U) throws -> Void
+    @inlinable init(_ head: @escaping @Sendable (U) throws -> Void) { self.head = head }
 }
 
-/// A link holding its interceptor as the interceptor's own type.
+/// The step that runs the typed `interceptor` with `next` and `forward` after it (an existential argument is opened:
+/// the step holds the interceptor as its own type and calls its witness directly).
 @usableFromInline
-final class TypedLinkOf<I: TypedDispatchInterceptor>: TypedLink {
-    @usableFromInline let interceptor: I
-
-    init(_ interceptor: I, index: Int, next: TypedLink?, isLast: Bool) {
-        self.interceptor = interceptor
-        super.init(index: index, next: next, isLast: isLast)
-    }
-
-    @usableFromInline
-    override func intercept<Item: Dispatchable>(_ item: Item, next: (Item) throws -> Void,
-                                                forward: (any Dispatchable) throws -> Void) throws {
-        try interceptor.intercept(item, next: next, forward: forward)
-    }
-}
-
-/// A link for `interceptor`, holding it as its own type (an existential argument is opened).
-func makeTypedLink<I: TypedDispatchInterceptor>(_ interceptor: I, index: Int, next: TypedLink?, isLast: Bool) -> TypedLink {
-    TypedLinkOf(interceptor, index: index, next: next, isLast: isLast)
+func makeTypedStep<I: TypedDispatchInterceptor, U: AnyStateUpdater>(
+    _ interceptor: I, next: @escaping @Sendable (U) throws -> Void, forward: @escaping StoreInterceptorChain
+) -> @Sendable (U) throws -> Void {
+    { item in try interceptor.intercept(item, next: next, forward: forward) }
 }
 
 /// One of the configuration's interceptors, bound to a store, composed with the ones after it: `call` runs the
