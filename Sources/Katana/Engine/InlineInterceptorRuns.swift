@@ -115,23 +115,29 @@ extension StoreEngine {
 
     /// The typed interceptors composed for `U`: each one's `next` is the one after it; the last one's applies the
     /// updater at the end of the run in progress (`end` is that run's end, `U`'s), or, when interceptors of the erased
-    /// form follow, goes on through them. Each one's `forward` goes on erased from the one after
-    /// it. The closures reference the store unretained: it keeps them (through `end`), and runs them only while it
-    /// is alive.
+    /// form follow, is the first of their steps. Each one's `forward` is the step after it (past the last step: the
+    /// end of the run in progress). The closures reference the store unretained: it keeps them (through `end`), and
+    /// runs them only while it is alive.
     @inlinable
     final func composeTyped<U: AnyStateUpdater>(_: U.Type, end: Unmanaged<ChainEndBox>) -> TypedChain<U> {
         let engine = Unmanaged.passUnretained(self)
+        // The erased chain from the configuration's interceptor `index` on (no closures follow: see `runsTyped`).
+        func erased(from index: Int) -> StoreInterceptorChain {
+            if index < steps.count { return steps[index]._withUnsafeGuaranteedRef { $0.call } }
+            return { item in
+                try engine._withUnsafeGuaranteedRef {
+                    try endChain(item, store: ObjectIdentifier($0), elsewhere: $0.dispatchPastInterceptors)
+                }
+            }
+        }
         let typedCount = typedInterceptors.count
         var next: @Sendable (U) throws -> Void = if typedCount < steps.count {
-            { item in try engine._withUnsafeGuaranteedRef { try $0.runInterceptors(item, from: typedCount) } }
+            { [rest = erased(from: typedCount)] item in try rest(item) }
         } else {
             { item in try engine._withUnsafeGuaranteedRef { try $0.typedEnd(item, runEnd: end) } }
         }
         for index in typedInterceptors.indices.reversed() {
-            let forward: StoreInterceptorChain = { item in
-                try engine._withUnsafeGuaranteedRef { try $0.runInterceptors(item, from: index + 1) }
-            }
-            next = makeTypedStep(typedInterceptors[index], next: next, forward: forward)
+            next = makeTypedStep(typedInterceptors[index], next: next, forward: erased(from: index + 1))
         }
         return TypedChain(next)
     }

@@ -166,21 +166,6 @@ extension StoreEngine {
         }
     }
 
-    /// `runInterceptors` from the configuration's interceptor `index` on (their count: what follows them): the rest
-    /// of a typed chain, erased (``TypedChain``).
-    @inlinable
-    final func runInterceptors(_ item: any Dispatchable, from index: Int) throws {
-        if index < steps.count {
-            try steps[index]._withUnsafeGuaranteedRef { try $0.call(item) }
-        } else if let chain {
-            try chain(item)
-        } else {
-            // Past the last of the configuration's interceptors, with no closures after them: what the last typed
-            // interceptor forwards.
-            try endChain(item, store: ObjectIdentifier(self), elsewhere: dispatchPastInterceptors)
-        }
-    }
-
     // MARK: A queued updater's run, and a side effect's
 
     /// Runs a queued updater (or one applied inline for listeners on their executor) through the interceptors; its
@@ -305,10 +290,10 @@ func endChain(_ item: any Dispatchable, store: ObjectIdentifier, elsewhere: (any
 }
 
 /// The composed chain's ends of the runs the lane's holder makes: an inline updater's, one per updater type (each
-/// applies it specialised), the rest of a typed run's, and a queued updater's (see ``ChainEndBox``). Made on first use
-/// and kept until the store goes. Read and changed only by the thread holding the lane (an updater's run through the
-/// interceptors happens only then), so it needs no lock. A type finds its end in one of `slotCount` slots, picked by its metadata's address;
-/// a type whose slot another holds finds it in `made`.
+/// applies it specialised, and keeps the typed interceptors composed for that type), and a queued updater's (see
+/// ``ChainEndBox``). Made on first use and kept until the store goes. Read and changed only by the thread holding the
+/// lane (an updater's run through the interceptors happens only then), so it needs no lock. A type finds its end in
+/// one of `slotCount` slots, picked by its metadata's address; a type whose slot another holds finds it in `made`.
 @usableFromInline
 struct LaneChainEnds {
     @usableFromInline struct Slot {

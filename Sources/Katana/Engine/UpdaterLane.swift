@@ -53,7 +53,7 @@ extension StoreEngine {
                 // thing in `applyOrQueue`: the call into that large function was most of what the interceptors paid,
                 // and the plain dispatch pays only a register more to keep (`fire_and_forget`).
                 return applyInlineThroughInterceptors(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
-                                               combined: false, success: success)
+                                                      combined: false, success: success)
             }
         }
         return applyOrQueue(updater, type: type, parentID: parentID, success: success,
@@ -162,7 +162,7 @@ extension StoreEngine {
     ) -> DispatchHandle<V> {
         if intercepting {
             return applyInlineThroughInterceptors(trace, updater, parentID: parentID, typed: typed,
-                                           combined: combined, success: success)
+                                                  combined: combined, success: success)
         }
         let started = trace.start(self, combined: combined)
         let failure = applyAndNotify(updater)
