@@ -92,11 +92,14 @@ extension StoreEngine {
             newStatePending = false
             delivered = 1
             let state = lockedState.withLock { lockedState.value }
+            let standIn = oldStateStandIn
             if listenersAreInline {
-                listeners.tell(new: state)
+                var state = state
+                listeners.tell(standIn, &state)
             } else {
                 configuration.listenerExecutor.run {
-                    list.boxes.tell(new: state)
+                    var state = state
+                    list.boxes.tell(standIn, &state)
                 }
             }
         }
@@ -104,19 +107,19 @@ extension StoreEngine {
             // One change (an item applied through the interceptors, or a batch of one): taken out of the buffer
             // without the general removal's range bookkeeping.
             delivered += 1
-            let (old, new) = changes.removeLast()
-            listeners.tell(old, new)
+            var (old, new) = changes.removeLast()
+            listeners.tell(old, &new)
         } else if !changes.isEmpty {
             delivered += changes.count
             if listenersAreInline {
-                for (old, new) in changes {
-                    listeners.tell(old, new)
+                for (old, var new) in changes {
+                    listeners.tell(old, &new)
                 }
             } else {
                 let batch = changes
                 configuration.listenerExecutor.run {
-                    for (old, new) in batch {
-                        list.boxes.tell(old, new)
+                    for (old, var new) in batch {
+                        list.boxes.tell(old, &new)
                     }
                 }
             }

@@ -201,15 +201,14 @@ extension StoreEngine {
             let old = lockedState.value
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
             lockedState.unlock()
-            if failure == nil { listeners.tell(old, inPlace: &lockedState.value) }
+            if failure == nil { listeners.tell(old, &lockedState.value) }
         } else {
             // New-state listeners only: the state changes in place (no copy kept to copy-on-write against), and they
-            // are lent it where it lies (`tell(inPlace:)`), as the (old, new) form above lends the new state. One
-            // notifier for both, taking `old` as an optional, made every dispatch unwrap and count references again
-            // (the callgrind gate's `fire_and_forget`).
+            // ignore `old`, which is the stand-in. (`old` as an optional instead made every dispatch unwrap and count
+            // references again: the callgrind gate's `fire_and_forget`.)
             do { try updater._apply(at: &lockedState.value) } catch { failure = error }
             lockedState.unlock()
-            if failure == nil { listeners.tell(inPlace: &lockedState.value) }
+            if failure == nil { listeners.tell(oldStateStandIn, &lockedState.value) }
         }
         listenersTold = failure == nil ? UInt32(truncatingIfNeeded: listeners.count) : 0
         return failure
@@ -317,45 +316,24 @@ enum TracePlan: UInt8, Sendable {
 }
 
 extension UnsafeBufferPointer {
-    /// Tells every listener in this list still subscribed of a change. Neither a box nor its closure is retained: the
-    /// list's owner (``ListenerList``), kept alive for the whole loop, keeps them all alive. Each listener is called
-    /// from its box lent to a closure (`_withUnsafeGuaranteedRef`): read from the list directly, its closure was
-    /// retained and released around every call; `for box in self`, the box too — two atomic operations per listener
-    /// per change either way (the callgrind gate's `listeners_4`).
+    /// Tells every listener in this list still subscribed of a change: the state before it, and the state after it,
+    /// lent where it lies. The store's one listener notifier: an updater applied inline (`applyAndNotify`) and a
+    /// batch's changes (`deliverChanges`), listeners of both forms (a new-state listener's box ignores `old`: with
+    /// none that needs it, the caller passes the store's ``StoreEngine/oldStateStandIn``).
+    ///
+    /// `new` is `inout` so that the compiler may lend it to each listener rather than copy it: a copy retains what
+    /// the state holds by reference and releases it after, whenever the updater's own code was not inlined (the
+    /// callgrind gate's `fire_and_forget_writing`). Nothing else touches it for the call's length: the caller holds
+    /// the updater lane, so nothing changes the state until it gives the lane back (a listener's own dispatch is
+    /// queued behind it), and other threads only read it, under the state lock
+    /// (`ListenerTests.whatAListenerIsHandedStaysAsItWasWhileItDispatches`).
+    ///
+    /// Neither a box nor its closure is retained: the list's owner (``ListenerList``), kept alive for the whole loop,
+    /// keeps them all alive. Each listener is called from its box lent to a closure (`_withUnsafeGuaranteedRef`):
+    /// read from the list directly, its closure was retained and released around every call; `for box in self`, the
+    /// box too — two atomic operations per listener per change either way (the callgrind gate's `listeners_4`).
     @inlinable @inline(__always)
-    func tell<S: State>(_ old: S, _ new: S) where Element == ListenerBox<S> {
-        for index in indices {
-            Unmanaged.passUnretained(self[index])._withUnsafeGuaranteedRef {
-                if $0.active.load(ordering: .acquiring) { $0.listener(old, new) }
-            }
-        }
-    }
-
-    /// Tells every new-state listener in this list of a change (no listener needs the old state), as
-    /// ``tell(_:_:)`` does.
-    @inlinable @inline(__always)
-    func tell<S: State>(new: S) where Element == ListenerBox<S> {
-        tell(new, new)
-    }
-
-    /// Tells every new-state listener of a change to the state where it lies, lent to each, not copied. A copy
-    /// retains what the state holds by reference and releases it after: a pair of atomic operations per change for a
-    /// state with an array (callgrind, `katana-bench micro --only state-size`). `inout` is what lets the compiler
-    /// lend it: nothing else may touch the state for the call's length. The caller holds the updater lane, so nothing
-    /// changes the state until it gives the lane back (a listener's own dispatch is queued behind it), and other
-    /// threads only read it, under the state lock (`whatAListenerIsHandedStaysAsItWasWhileItDispatches`).
-    @inlinable @inline(__always)
-    func tell<S: State>(inPlace new: inout S) where Element == ListenerBox<S> {
-        tell(new, new)
-    }
-
-    /// Tells every listener of a change, `old` and the new state, the new one lent where it lies as ``tell(inPlace:)``
-    /// lends it. Copied out instead, it was retained and released around the calls whenever the updater's own code
-    /// was not inlined (an updater larger than a line): the callgrind gate's `fire_and_forget_writing`. The loop is
-    /// ``tell(_:_:)``'s, written out rather than called: called, it was one function more in the common dispatch's
-    /// walk (`make walk`). Change both together.
-    @inlinable @inline(__always)
-    func tell<S: State>(_ old: S, inPlace new: inout S) where Element == ListenerBox<S> {
+    func tell<S: State>(_ old: S, _ new: inout S) where Element == ListenerBox<S> {
         for index in indices {
             Unmanaged.passUnretained(self[index])._withUnsafeGuaranteedRef {
                 if $0.active.load(ordering: .acquiring) { $0.listener(old, new) }
