@@ -11,7 +11,8 @@ public protocol AnyStateUpdater: Dispatchable {
     /// pointer rebound to its `StateType` here, with no helper to take the pointer in: the store's dispatch walk
     /// (`make walk`) and, for an updater applied through an existential, a generic call less (the callgrind gate's
     /// `interceptors_3`). Throws ``KatanaError/stateTypeMismatch(expected:got:)`` when `T` is not the updater's state
-    /// type.
+    /// type. (Its implementations, one per kind of updater, sit with the store's code that calls them:
+    /// `Engine/UpdaterLane.swift`.)
     func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError)
 }
 
@@ -26,15 +27,6 @@ public protocol StateUpdater<StateType>: AnyStateUpdater {
     func updateState(_ state: inout StateType)
 }
 
-extension AnyStateUpdater {
-    public func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError) {
-        guard let updated = try? updatedState(currentState: state.pointee), let typed = updated as? T else {
-            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(type(of: self))")
-        }
-        state.pointee = typed
-    }
-}
-
 extension StateUpdater {
     public func updatedState(currentState: any State) throws -> any State {
         guard var typed = currentState as? StateType else {
@@ -42,19 +34,6 @@ extension StateUpdater {
         }
         updateState(&typed)
         return typed
-    }
-
-    // Always inlined, as the two below: specialised, the type check folds away and with it the error a dispatch
-    // could report, so the store's handle is made without one. Left to the compiler, an updater too large to inline
-    // kept this function and the handle's initialiser out of line, two calls more per dispatch (the callgrind gate's
-    // `fire_and_forget_writing`).
-    @inlinable @inline(__always)
-    public func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError) {
-        guard T.self == StateType.self else {
-            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(Self.self)")
-        }
-        // T and StateType are the same type (checked above): mutate in place, so a copy-on-write state is not copied.
-        updateState(&UnsafeMutableRawPointer(state).assumingMemoryBound(to: StateType.self).pointee)
     }
 }
 
@@ -94,22 +73,6 @@ extension ThrowingStateUpdater {
         try updateState(&typed)
         return typed
     }
-
-    @inlinable @inline(__always)
-    public func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError) {
-        guard T.self == StateType.self else {
-            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(Self.self)")
-        }
-        // `updateState` on a copy of the state (a `StateType`: `T` is `StateType`), stored back only if it returns.
-        let typed = UnsafeMutableRawPointer(state).assumingMemoryBound(to: StateType.self)
-        var copy = typed.pointee
-        do {
-            try updateState(&copy)
-        } catch {
-            throw KatanaError.updaterThrew(UpdaterFailure(error: error, updater: "\(Self.self)"))
-        }
-        typed.pointee = copy
-    }
 }
 
 /// A state updater that can refuse, and decides whether it does before it changes anything: `validate` reads the
@@ -143,21 +106,5 @@ extension ValidatingStateUpdater {
     public func updateState(_ state: inout StateType) throws {
         try validate(state)
         updateValidatedState(&state)
-    }
-
-    @inlinable @inline(__always)
-    public func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError) {
-        guard T.self == StateType.self else {
-            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(Self.self)")
-        }
-        // `validate` on the state (a `StateType`: `T` is `StateType`), then `updateValidatedState` on it in place — no
-        // copy: `ThrowingUpdaterTests.aValidatingUpdaterChangesTheStateInPlace`.
-        let typed = UnsafeMutableRawPointer(state).assumingMemoryBound(to: StateType.self)
-        do {
-            try validate(typed.pointee)
-        } catch {
-            throw KatanaError.updaterThrew(UpdaterFailure(error: error, updater: "\(Self.self)"))
-        }
-        updateValidatedState(&typed.pointee)
     }
 }

@@ -5,8 +5,9 @@ import KatanaTrace
 import Synchronization
 
 // The common dispatch, whole — the idle lane taken, the updater applied and the listeners told on the dispatching
-// thread, the lane given back, the handle made; the entry to every other case (`applyOrQueue`). Arriving at a busy
-// lane is `LaneArrival.swift`'s; the lane's rules are `LaneState`'s; the state's lock is `Lock.swift`'s.
+// thread, the lane given back, the handle made; the entry to every other case (`applyOrQueue`); and how each kind of
+// updater changes the state in place (`_apply(at:)`, at the end). Arriving at a busy lane is `LaneArrival.swift`'s;
+// the lane's rules are `LaneState`'s; the state's lock is `Lock.swift`'s.
 extension StoreEngine {
     /// Applies an updater right here when the lane is idle, or puts it in the lane. `typedLinks`: the caller knows
     /// the updater's type statically (a typed `dispatch`), so the protocol-form interceptors get it in their typed
@@ -344,8 +345,72 @@ extension UnsafeBufferPointer {
 
 extension DispatchHandle {
     /// The handle of an item the dispatching thread ran to its end: `success`, or what it threw (an updater's own
-    /// error as it threw it). Every inline path makes its handle here. Always inlined: see `StateUpdater._apply(at:)`.
+    /// error as it threw it). Every inline path makes its handle here. Always inlined, as `_apply(at:)` is (below).
     @inlinable @inline(__always) init<Failure: Error>(ranInline failure: Failure?, success: Value) {
         if let failure { storage = .failed(KatanaError.surfaced(failure)) } else { storage = .succeeded(success) }
+    }
+}
+
+// How each kind of updater changes the state in place: the store's side of `AnyStateUpdater._apply(at:)`, beside
+// `applyAndNotify` and the batch's `applyLocked`, its callers (the updater protocols and Katana's erased
+// `updatedState(currentState:)` are `StateUpdater.swift`'s). Each is always inlined: specialised, the type check folds
+// away and with it the error a dispatch could report, so the store's handle is made without one. Left to the compiler,
+// an updater too large to inline kept `_apply` and the handle's initialiser out of line, two calls more per dispatch
+// (the callgrind gate's `fire_and_forget_writing`).
+
+extension AnyStateUpdater {
+    /// An updater known only by its erased form: Katana's `updatedState(currentState:)`, its result stored back.
+    public func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError) {
+        guard let updated = try? updatedState(currentState: state.pointee), let typed = updated as? T else {
+            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(type(of: self))")
+        }
+        state.pointee = typed
+    }
+}
+
+extension StateUpdater {
+    @inlinable @inline(__always)
+    public func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError) {
+        guard T.self == StateType.self else {
+            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(Self.self)")
+        }
+        // T and StateType are the same type (checked above): mutate in place, so a copy-on-write state is not copied.
+        updateState(&UnsafeMutableRawPointer(state).assumingMemoryBound(to: StateType.self).pointee)
+    }
+}
+
+extension ThrowingStateUpdater {
+    @inlinable @inline(__always)
+    public func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError) {
+        guard T.self == StateType.self else {
+            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(Self.self)")
+        }
+        // `updateState` on a copy of the state (a `StateType`: `T` is `StateType`), stored back only if it returns.
+        let typed = UnsafeMutableRawPointer(state).assumingMemoryBound(to: StateType.self)
+        var copy = typed.pointee
+        do {
+            try updateState(&copy)
+        } catch {
+            throw KatanaError.updaterThrew(UpdaterFailure(error: error, updater: "\(Self.self)"))
+        }
+        typed.pointee = copy
+    }
+}
+
+extension ValidatingStateUpdater {
+    @inlinable @inline(__always)
+    public func _apply<T: State>(at state: UnsafeMutablePointer<T>) throws(KatanaError) {
+        guard T.self == StateType.self else {
+            throw KatanaError.stateTypeMismatch(expected: "\(T.self)", got: "\(Self.self)")
+        }
+        // `validate` on the state (a `StateType`: `T` is `StateType`), then `updateValidatedState` on it in place — no
+        // copy: `ThrowingUpdaterTests.aValidatingUpdaterChangesTheStateInPlace`.
+        let typed = UnsafeMutableRawPointer(state).assumingMemoryBound(to: StateType.self)
+        do {
+            try validate(typed.pointee)
+        } catch {
+            throw KatanaError.updaterThrew(UpdaterFailure(error: error, updater: "\(Self.self)"))
+        }
+        updateValidatedState(&typed.pointee)
     }
 }
