@@ -33,30 +33,34 @@ public struct DispatchHandle<Value: Sendable>: Sendable {
     @inlinable static func rejected(_ error: any Error) -> DispatchHandle { DispatchHandle(resolved: .failure(error)) }
 
     /// The item's outcome: its value, or what the item or an interceptor threw, or a ``KatanaError``.
-    /// (Inlinable, as is ``result``: specialised in the caller's module, `Result<Value, any Error>` and this handle's
-    /// storage need no run-time metadata lookup, which unspecialised costs more than the rest of an awaited side
-    /// effect's handle: the callgrind gate's `side_effect_round_trip` and `awaited_round_trip`.)
+    /// (Inlinable, as is ``result``: specialised in the caller's module, this handle's storage and the value's type
+    /// need no run-time metadata lookup, which unspecialised costs more than the rest of an awaited side effect's
+    /// handle: the callgrind gate's `side_effect_round_trip` and `awaited_round_trip`.)
     @inlinable
     public nonisolated(nonsending) var value: Value {
-        get async throws { try await result.get() }
-    }
-
-    /// The item's outcome as a `Result`.
-    @inlinable
-    public nonisolated(nonsending) var result: Result<Value, any Error> {
-        get async {
+        get async throws {
             switch storage {
-            case let .succeeded(value): .success(value)
-            case let .failed(error): .failure(error)
+            case let .succeeded(value):
+                return value
+            case let .failed(error):
+                throw error
             case let .pending(cell):
                 if Value.self == Void.self {
                     // A `Void` handle only reports completion: its outcome's error, if any, is all there is to read
-                    // (copying the whole `Result` out and converting it shows in the callgrind gate's `side_effect_round_trip`).
-                    if let failure = await cell.waitForFailure() { .failure(failure) } else { .success(() as! Value) }
-                } else {
-                    HandleCell.typed(await cell.wait(), as: Value.self)
+                    // (copying the whole outcome out and converting it shows in `side_effect_round_trip`).
+                    if let failure = await cell.waitForFailure() { throw failure }
+                    return () as! Value
                 }
+                return try HandleCell.typed(await cell.wait(), as: Value.self).get()
             }
+        }
+    }
+
+    /// The item's outcome as a `Result`: ``value``'s, caught.
+    @inlinable
+    public nonisolated(nonsending) var result: Result<Value, any Error> {
+        get async {
+            do { return .success(try await value) } catch { return .failure(error) }
         }
     }
 
