@@ -75,37 +75,12 @@ final class SideEffectRegistry: @unchecked Sendable {
         return count
     }
 
-    /// Counts a side effect out (once, after `enter` returned a count for it).
+    /// Counts a side effect out (once, after `enter` returned a count for it) and resolves its cell as `how` says,
+    /// under one acquisition of the lock the cells share (the callgrind gate's `side_effect_round_trip`).
     @inlinable
-    func leave(_ cell: HandleCell) {
-        lock.lock()
-        leaveLocked(cell)
-        lock.unlock()
-    }
-
-    /// Counts a side effect out and resolves its cell with `outcome`.
-    @inlinable
-    func leave(_ cell: HandleCell, resolving outcome: HandleCell.Outcome) {
+    func leave(_ cell: HandleCell, resolving how: SideEffectResolution, with outcome: HandleCell.Outcome) {
         assert(cell.lock === lock, "a cell of another store")
         lock.lock()
-        leaveLocked(cell)
-        cell.resolveLocked(outcome)
-        lock.unlock()
-    }
-
-    /// Counts a side effect out and resolves its cell as an applied updater's (`()`, no value kept).
-    @inlinable
-    func leaveResolvingApplied(_ cell: HandleCell) {
-        assert(cell.lock === lock, "a cell of another store")
-        lock.lock()
-        leaveLocked(cell)
-        cell.resolveLocked()
-        lock.unlock()
-    }
-
-    @inlinable
-    func leaveLocked(_ cell: HandleCell) {
-        lock.assertHeldByThisThread("the running list changed without its lock")
         let (next, previous) = (cell.runningNext, cell.runningPrevious)
         if let previous { previous._withUnsafeGuaranteedRef { $0.runningNext = next } } else { first = next }
         next?._withUnsafeGuaranteedRef { $0.runningPrevious = previous }
@@ -113,6 +88,12 @@ final class SideEffectRegistry: @unchecked Sendable {
         cell.runningPrevious = nil
         running &-= 1
         inFlight.store(running, ordering: .relaxed)
+        switch how {
+        case .completion: cell.resolveLocked()
+        case .outcome: cell.resolveLocked(outcome)
+        case .none: break
+        }
+        lock.unlock()
     }
 
     /// The store went away: cancel every running side effect and refuse new ones.
@@ -136,6 +117,17 @@ final class SideEffectRegistry: @unchecked Sendable {
 protocol SideEffectHost: AnyObject, Sendable {
     /// Runs the interceptors for a side effect, on its task, before its body.
     func intercept(_ item: SideEffectItem) -> SideEffectStep
+}
+
+/// How a side effect's end resolves its handle (`SideEffectRunner.finish`, `SideEffectRegistry.leave`).
+@usableFromInline
+enum SideEffectResolution: UInt8, Sendable {
+    /// As an applied updater's, `()`: the handle's value type is `Void`, so only completion is reported.
+    case completion
+    /// With the outcome given: the body's value, or what it threw.
+    case outcome
+    /// Not at all: an updater an interceptor put in the side effect's place resolves it when applied.
+    case none
 }
 
 /// What a side effect's task does after its begin (and the interceptors, when it has any to run).
@@ -184,19 +176,17 @@ enum SideEffectRunner {
         case .refused:
             return
         case let .done(outcome, resolution?):
-            finish(item, registry: registry, started: started, outcome: outcome, resolution: resolution)
+            finish(item, registry: registry, started: started, outcome: outcome, resolving: .outcome, with: resolution)
         case let .done(outcome, nil):
-            finish(item, registry: registry, started: started, outcome: outcome, resolution: .success(()), resolves: false)
+            finish(item, registry: registry, started: started, outcome: outcome, resolving: .none, with: .success(()))
         case let .body(sideEffect, context):
             do {
                 let value = try await sideEffect.anySideEffect(context)
-                if item.discardsValue {
-                    finishDiscardingValue(item, registry: registry, started: started)
-                } else {
-                    finish(item, registry: registry, started: started, outcome: .ok, resolution: .success(value))
-                }
+                finish(item, registry: registry, started: started, outcome: .ok,
+                       resolving: item.discardsValue ? .completion : .outcome, with: .success(value))
             } catch {
-                finish(item, registry: registry, started: started, outcome: .error, resolution: .failure(error))
+                finish(item, registry: registry, started: started, outcome: .error, resolving: .outcome,
+                       with: .failure(error))
             }
         }
     }
@@ -232,39 +222,16 @@ enum SideEffectRunner {
         return host.intercept(item)
     }
 
-    /// Traces the item's end, counts it out and resolves its handle with `resolution` (not when `resolves` is false:
-    /// an updater put in its place resolves it when applied). Not an optional `resolution`: an optional of a
-    /// multi-payload enum of existentials goes through the runtime's generic enum functions.
+    /// Traces the item's end (and the failure, when it has one to report), counts it out and resolves its handle as
+    /// `how` says — with `CancellationError` instead when it was cancelled meanwhile, whatever the body did — in that
+    /// order, so whoever awaited it never sees this side effect still counted as running, and its end is in the
+    /// trace before anyone sees the handle resolved. (`how` and `resolution` rather than an optional outcome: an
+    /// optional of a multi-payload enum of existentials goes through the runtime's generic enum functions; and a
+    /// `Void` handle's cell is resolved as an applied updater's, its value not copied into the cell and out to its
+    /// waiter through `Result`'s and the existential's witnesses: the callgrind gate's `side_effect_round_trip`.)
     @usableFromInline @inline(never)
-    static func finish(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64,
-                       outcome: DispatchOutcome, resolution: HandleCell.Outcome, resolves: Bool = true) {
-        var failure: (any Error)?
-        if item.id != 0, outcome == .error, resolves, case let .failure(error) = resolution { failure = error }
-        let cancelled = end(item, registry: registry, started: started, outcome: outcome, failure: failure)
-        guard resolves else { return registry.leave(item.cell) }
-        registry.leave(item.cell, resolving: cancelled ? .failure(CancellationError()) : resolution)
-    }
-
-    /// `finish` for a body that returned, when the handle's value type is `Void`: it only reports that the side
-    /// effect finished, so the cell is resolved as an applied updater's is — the returned value is not copied into
-    /// the cell and out to its waiter through `Result`'s and the existential's witnesses (the callgrind gate's
-    /// `side_effect_round_trip`).
-    @usableFromInline @inline(never)
-    static func finishDiscardingValue(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64) {
-        if end(item, registry: registry, started: started, outcome: .ok, failure: nil) {
-            registry.leave(item.cell, resolving: .failure(CancellationError()))
-        } else {
-            registry.leaveResolvingApplied(item.cell)
-        }
-    }
-
-    /// Traces the item's end (and `failure`, when it has one to report); returns whether it was cancelled meanwhile
-    /// (its handle then rejects with `CancellationError`, whatever the body did). The caller then counts it out and
-    /// resolves its handle in one step, so whoever awaited it never sees this side effect still counted as running,
-    /// and its end is in the trace before anyone sees the handle resolved.
-    @inlinable @inline(__always)
-    static func end(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64, outcome: DispatchOutcome,
-                    failure: (any Error)?) -> Bool {
+    static func finish(_ item: SideEffectItem, registry: SideEffectRegistry, started: UInt64, outcome: DispatchOutcome,
+                       resolving how: SideEffectResolution, with resolution: HandleCell.Outcome) {
         let cell = item.cell
         let cancelled = cell.isCancelled
         if item.id != 0 {
@@ -273,10 +240,16 @@ enum SideEffectRunner {
                 registry.budgets.check(type(of: item.sideEffect), started: started, id: item.id, kind: .sideEffect,
                                        name: item.name!, tracer: tracer)
             }
-            if !cancelled, let failure { tracer.dispatchFailed(id: item.id, error: failure) }
+            if !cancelled, outcome == .error, how == .outcome, case let .failure(error) = resolution {
+                tracer.dispatchFailed(id: item.id, error: error)
+            }
             tracer.traceEnd(item, route: .sideEffectPool, outcome: cancelled ? .cancelled : outcome)
         }
-        return cancelled
+        if cancelled, how != .none {
+            registry.leave(cell, resolving: .outcome, with: .failure(CancellationError()))
+        } else {
+            registry.leave(cell, resolving: how, with: resolution)
+        }
     }
 
     /// `run` inside the backend's `runSideEffectBody` (distributed tracing makes the side effect's span current
