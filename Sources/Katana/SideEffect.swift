@@ -4,6 +4,20 @@ public protocol AnySideEffect: Dispatchable {
     /// Throws ``KatanaError/contextTypeMismatch(expected:got:)`` when the context's store has other
     /// state or dependency types than the side effect declares.
     func anySideEffect(_ context: AnySideEffectContext) async throws -> any Sendable
+
+    /// Katana's own entry, what the store calls to run the side effect: leave it to the default implementations. A
+    /// ``SideEffect`` of the store's own state and dependency types is handed its typed context, made from what the
+    /// store's contexts share; anything else goes through ``anySideEffect(_:)`` with the erased context, as in Katana 6.
+    /// (The arguments are the store's, erased: a requirement of a public protocol names public types only.)
+    func _katanaRun(in store: AnyObject, scope: AnyObject) async throws -> any Sendable
+}
+
+extension AnySideEffect {
+    @inlinable
+    public func _katanaRun(in store: AnyObject, scope: AnyObject) async throws -> any Sendable {
+        let registry = unsafeDowncast(store, to: SideEffectRegistry.self)
+        return try await anySideEffect(registry.contextPrototype.withScope(unsafeDowncast(scope, to: HandleCell.self)))
+    }
 }
 
 /// Asynchronous logic: reads the state, talks to the outside world through `Dependencies`, and dispatches
@@ -52,6 +66,26 @@ extension SideEffect {
     @inlinable @inline(__always)
     public func anySideEffect(_ context: AnySideEffectContext) async throws -> any Sendable {
         try await sideEffect(typedContext(context, StateType.self, Dependencies.self))
+    }
+
+    /// The store's types are the side effect's (every store's environment is a `ContextEnvironment` of its own types,
+    /// compared as one metadata pointer): its context is made typed, where the erased one was copied out of the store's
+    /// prototype into an existential, then opened twice to check its type and take it (six functions of the
+    /// side-effect walk, `make walk`; the callgrind gate's `side_effect_round_trip`). Another store's types: Katana
+    /// 6's erased form, whose `typedContext` rejects it with ``KatanaError/contextTypeMismatch(expected:got:)``.
+    /// Always inlined into the conforming type's witness, where the environment's type is a static.
+    @inlinable @inline(__always)
+    public func _katanaRun(in store: AnyObject, scope: AnyObject) async throws -> any Sendable {
+        let registry = unsafeDowncast(store, to: SideEffectRegistry.self)
+        let cell = unsafeDowncast(scope, to: HandleCell.self)
+        let context = if registry.environmentType == ObjectIdentifier(ContextEnvironment<StateType, Dependencies>.self) {
+            SideEffectContext(environment: unsafeDowncast(registry.environment, to: ContextEnvironment<StateType, Dependencies>.self),
+                              scope: cell)
+        } else {
+            try typedContext(registry.contextPrototype.withScope(cell), StateType.self, Dependencies.self)
+        }
+        try await sideEffect(context)
+        return ()
     }
 }
 

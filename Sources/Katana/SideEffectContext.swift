@@ -18,7 +18,9 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
     /// `SideEffectContextLayoutTests.aContextIsTwoWordsWhateverTheDependencies` guards it.)
     @inlinable public var dependencies: D { environment.dependencies }
     @usableFromInline let environment: ContextEnvironment<S, D>
-    @usableFromInline var scope: HandleCell?
+    // A `let`: a `var` gets a default (nil), whose initialiser a debug build enters for every context made (the
+    // side-effect walk, `make walk`).
+    @usableFromInline let scope: HandleCell?
 
     @inlinable init(environment: ContextEnvironment<S, D>, scope: HandleCell?) {
         self.environment = environment
@@ -176,6 +178,9 @@ extension SideEffectContext: AnySideEffectContext {
 @usableFromInline
 protocol ScopedSideEffectContext: AnySideEffectContext {
     mutating func setScope(_ scope: HandleCell?)
+    /// What every context of the store shares (its `ContextEnvironment<S, D>`): a side effect of the store's own types
+    /// makes its typed context from it (`SideEffect._katanaRun(in:scope:)`).
+    var environmentObject: AnyObject { get }
 }
 
 extension ScopedSideEffectContext {
@@ -190,7 +195,10 @@ extension ScopedSideEffectContext {
 }
 
 extension SideEffectContext: ScopedSideEffectContext {
-    @usableFromInline mutating func setScope(_ scope: HandleCell?) { self.scope = scope }
+    @usableFromInline mutating func setScope(_ scope: HandleCell?) {
+        self = SideEffectContext(environment: environment, scope: scope)
+    }
+    @usableFromInline var environmentObject: AnyObject { environment }
 }
 
 // MARK: - User intervals

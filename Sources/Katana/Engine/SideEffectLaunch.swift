@@ -52,12 +52,11 @@ extension StoreEngine {
     }
 
     /// Runs the interceptors for a side effect, on its task, before its body. Only for a side effect that has
-    /// interceptors to run: one without (none configured, or it bypasses them) gets its context from the registry in
-    /// `SideEffectRunner.begin`, without reaching the store.
+    /// interceptors to run: one without (none configured, or it bypasses them) is run by `SideEffectRunner.run`
+    /// without reaching the store.
     @usableFromInline
     final func intercept(_ item: SideEffectItem) -> SideEffectStep {
         assert(intercepting && !item.bypass, "begin runs a side effect without interceptors itself")
-        let context = makeContext(scope: item.cell)
         var (thrown, end) = runSideEffectChain(item.sideEffect)
         let toRun = end.takeReplacement()
         if let thrown { return .done(.blocked, .failure(thrown)) }
@@ -67,7 +66,7 @@ extension StoreEngine {
         }
         switch ItemKind(of: toRun) {
         case let .sideEffect(sideEffect):
-            return .body(sideEffect, context)
+            return .body(sideEffect)
         case let .stateUpdater(updater):
             // An interceptor forwarded a state updater instead: it goes down the lane, and this handle resolves
             // when it has been applied.

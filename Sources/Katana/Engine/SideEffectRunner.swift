@@ -29,11 +29,17 @@ final class SideEffectRegistry: @unchecked Sendable {
     /// `tracer.wrapsSideEffectBodies`, read once.
     @usableFromInline let wrapsBodies: Bool
 
-    /// A context of the store's own types with no scope (see `ScopedSideEffectContext`): a side effect's context is
-    /// a copy of it with the side effect's cell. Here, so that a side effect with no interceptors to run gets its
-    /// context without loading the store's weak reference (the callgrind gate's `side_effect_round_trip`). A
-    /// `let`: the copy is made in place (read from a `var`, the existential was copied out first).
+    /// A context of the store's own types with no scope (see `ScopedSideEffectContext`): a side effect's erased
+    /// context (Katana 6's `anySideEffect`, a side effect declaring other types) is a copy of it with the side
+    /// effect's cell. Here, as `environment` is, so that a side effect gets its context without loading the store's
+    /// weak reference (the callgrind gate's `side_effect_round_trip`). A `let`: the copy is made in place (read from a
+    /// `var`, the existential was copied out first).
     @usableFromInline let contextPrototype: any ScopedSideEffectContext
+    /// The prototype's environment (a `ContextEnvironment<S, D>` of the store's types) and that type: a side effect
+    /// declaring the store's types makes its context from them, typed, without the erased one
+    /// (`SideEffect._katanaRun(in:scope:)`).
+    @usableFromInline let environment: AnyObject
+    @usableFromInline let environmentType: ObjectIdentifier
 
     /// Whether the store has interceptors (written once, in the store's `becomeReady`, before any side effect starts;
     /// true until then, so a side effect never skips them).
@@ -49,6 +55,8 @@ final class SideEffectRegistry: @unchecked Sendable {
         self.dispatchRecorder = dispatchRecorder
         self.lock = lock
         self.contextPrototype = contextPrototype
+        environment = contextPrototype.environmentObject
+        environmentType = ObjectIdentifier(type(of: environment))
         self.tracer = tracer
         self.budgets = budgets
         wrapsBodies = tracer.wrapsSideEffectBodies
@@ -135,8 +143,8 @@ enum SideEffectResolution: UInt8, Sendable {
 enum SideEffectStep: Sendable {
     /// Nothing: it must not run (cancelled before it started, or its store is gone), and its handle already says so.
     case refused
-    /// Run this body with this context.
-    case body(any AnySideEffect, AnySideEffectContext)
+    /// Run this side effect (the one dispatched, or what the interceptors put in its place) in a context of its own.
+    case body(any AnySideEffect)
     /// Nothing to run: end with this outcome and resolve the handle with this (nil: an updater the interceptor put
     /// in its place resolves it when applied).
     case done(DispatchOutcome, HandleCell.Outcome?)
@@ -179,9 +187,9 @@ enum SideEffectRunner {
             finish(item, registry: registry, started: started, outcome: outcome, resolving: .outcome, with: resolution)
         case let .done(outcome, nil):
             finish(item, registry: registry, started: started, outcome: outcome, resolving: .none, with: .success(()))
-        case let .body(sideEffect, context):
+        case let .body(sideEffect):
             do {
-                let value = try await sideEffect.anySideEffect(context)
+                let value = try await sideEffect._katanaRun(in: registry, scope: item.cell)
                 finish(item, registry: registry, started: started, outcome: .ok,
                        resolving: item.discardsValue ? .completion : .outcome, with: .success(value))
             } catch {
@@ -192,7 +200,7 @@ enum SideEffectRunner {
     }
 
     /// Claims the item, counts it in and traces its begin (`started`: the budget's start time, 0 for none); then
-    /// says what to run: the body with its context, or — when the store has interceptors to run — what they leave.
+    /// says what to run: the side effect, or — when the store has interceptors to run — what they leave.
     /// `.refused`: it must not run (cancelled before it started, or its store is gone — the handle then says so).
     ///
     /// The store is retained only inside this call (and not even loaded when there are no interceptors to run: a
@@ -217,7 +225,7 @@ enum SideEffectRunner {
             registry.tracer.traceBegin(item, route: .sideEffectPool, parallelism: parallelism)
             started = registry.budgets.start(for: type(of: item.sideEffect))
         }
-        if !registry.intercepts || item.bypass { return .body(item.sideEffect, registry.contextPrototype.withScope(item.cell)) }
+        if !registry.intercepts || item.bypass { return .body(item.sideEffect) }
         guard let host = registry.host else { return .done(.error, .failure(KatanaError.storeReleased)) }
         return host.intercept(item)
     }
