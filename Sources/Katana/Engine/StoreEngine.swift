@@ -32,10 +32,6 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     @usableFromInline final let laneLock = Lock(adaptive: true)
     /// The state and the lock that guards it.
     @usableFromInline final let lockedState = LockedState<S>()
-    /// What the listener notifier (`tell`) is handed as the state before a change when no listener needs it (every
-    /// one takes the new state only, and its box ignores `old`): a state of its own, so the state after the change
-    /// can be lent in place without being passed twice. Made once, as the state's initial value is (`S()`).
-    @usableFromInline final let oldStateStandIn = S()
     /// Shared by every pending handle of this store.
     @usableFromInline final let completionLock = Lock()
     /// The lane's busy/queued word (`lane.word`), reached without touching `lane`: the holder gives an idle lane back
@@ -160,6 +156,14 @@ final class StoreEngine<S: State>: @unchecked Sendable {
     /// Reset cells waiting to be handed to the lane (`drainBatch`).
     @usableFromInline @exclusivity(unchecked) final var spareCells: [HandleCell] = []  // lane holder
     @usableFromInline final let padAfterHolder = CacheLinePad()
+
+    /// What the listener notifier (`tell`) is handed as the state before a change when no listener needs it (every
+    /// one takes the new state only, and its box ignores `old`): a state of its own, so the state after the change
+    /// can be lent in place without being passed twice. Made once, as the state's initial value is (`S()`).
+    /// The last stored property: its size is `S`'s, so every field after it would have an offset the engine's
+    /// unspecialised methods read from the class's metadata (`traceInlineStart` and `traceInlineEnd` did: the
+    /// callgrind gate's `fire_and_forget_flight_recorder`).
+    @usableFromInline final let oldStateStandIn = S()
 
     init(configuration: StoreConfiguration, tracer: any TraceBackend, contextPrototype: any ScopedSideEffectContext) {
         self.configuration = configuration
