@@ -8,7 +8,9 @@ public protocol AnySideEffect: Dispatchable {
     /// Katana's own entry, what the store calls to run the side effect: leave it to the default implementations. A
     /// ``SideEffect`` of the store's own state and dependency types is handed its typed context, made from what the
     /// store's contexts share; anything else goes through ``anySideEffect(_:)`` with the erased context, as in Katana 6.
-    /// (The arguments are the store's, erased: a requirement of a public protocol names public types only.)
+    /// (So a ``SideEffect`` of the store's types that implements ``anySideEffect(_:)`` itself is run by its typed
+    /// `sideEffect(_:)`, as Katana 6's default `anySideEffect` would have run it.) The arguments are the store's,
+    /// erased: a requirement of a public protocol names public types only.
     func _katanaRun(in store: AnyObject, scope: AnyObject) async throws -> any Sendable
 }
 
