@@ -116,27 +116,27 @@ public class PartialStore<S: State>: AnyStore, SideEffectHost, @unchecked Sendab
     /// Dispatches a state updater. Returns at once; the handle resolves once the state is updated.
     @inlinable @discardableResult
     public final func dispatch<U: StateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
-        engine.enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
+        engine.enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typed: true)
     }
 
     /// Dispatches a state updater that may refuse: when it throws, the state is unchanged and the handle carries
     /// its error.
     @inlinable @discardableResult
     public final func dispatch<U: ThrowingStateUpdater>(_ updater: U) -> DispatchHandle<Void> where U.StateType == S {
-        engine.enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
+        engine.enqueueUpdater(updater, type: U.self, parentID: 0, success: (), bypassInterceptors: false, typed: true)
     }
 
     /// Dispatches a state updater that traces show under another type's name. For adapters whose one updater type
     /// carries many kinds of request (the reducer API's actions, say): traces then name what the app dispatched.
     @inlinable @discardableResult
     public final func dispatch<U: StateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
-        engine.enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
+        engine.enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typed: true)
     }
 
     /// Dispatches a state updater that may refuse, under another type's name in traces (see above).
     @inlinable @discardableResult
     public final func dispatch<U: ThrowingStateUpdater>(_ updater: U, tracedAs type: Any.Type) -> DispatchHandle<Void> where U.StateType == S {
-        engine.enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typedLinks: true)
+        engine.enqueueUpdater(updater, type: type, parentID: 0, success: (), bypassInterceptors: false, typed: true)
     }
 
     /// Dispatches any item: a state updater, a side effect or a returning side effect. The handle carries the

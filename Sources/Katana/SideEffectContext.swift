@@ -44,7 +44,7 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
         guard let store = environment.store else { return .rejected(KatanaError.storeReleased) }
         if let scope, scope.isCancelled { return .rejected(CancellationError()) }
         return store.engine.enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false,
-                                          typedLinks: true)
+                                          typed: true)
     }
 
     /// Dispatches a throwing state updater as a child of this side effect (cancelled with it); returns its handle.
@@ -53,7 +53,7 @@ public struct SideEffectContext<S: State, D: SideEffectDependencyContainer>: Sen
         guard let store = environment.store else { return .rejected(KatanaError.storeReleased) }
         if let scope, scope.isCancelled { return .rejected(CancellationError()) }
         return store.engine.enqueueUpdater(updater, type: U.self, parentID: parentID, success: (), bypassInterceptors: false,
-                                          typedLinks: true)
+                                          typed: true)
     }
 
     /// Dispatches a side effect as a child of this one (cancelled with it); returns its handle.

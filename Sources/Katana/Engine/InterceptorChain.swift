@@ -151,7 +151,7 @@ extension StoreEngine {
         return (.done(KatanaError.notDispatchable("\(type(of: replacement))")), .error)
     }
 
-    // MARK: Running the links
+    // MARK: Running the interceptors
 
     /// Runs every interceptor on `item`: the configuration's, then Katana's closures; the last `next` ends the run in
     /// progress on this thread, whose ``InterceptionFrame`` the caller has set (`InterceptionFrames.with`). Out of line:

@@ -9,7 +9,7 @@ import Synchronization
 // updater changes the state in place (`_apply(at:)`, at the end). Arriving at a busy lane is `LaneArrival.swift`'s;
 // the lane's rules are `LaneState`'s; the state's lock is `Lock.swift`'s.
 extension StoreEngine {
-    /// Applies an updater right here when the lane is idle, or puts it in the lane. `typedLinks`: the caller knows
+    /// Applies an updater right here when the lane is idle, or puts it in the lane. `typed`: the caller knows
     /// the updater's type statically (a typed `dispatch`), so the protocol-form interceptors get it in their typed
     /// form and the chain's end applies it specialised. `anyDispatch` passes false: an updater whose type is known
     /// only at run time goes through them erased. Generic over the updater's type, so a typed dispatch does not box
@@ -26,7 +26,7 @@ extension StoreEngine {
     @inlinable
     final func enqueueUpdater<U: AnyStateUpdater, V: Sendable>(
         _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool,
-        typedLinks: Bool = false
+        typed: Bool = false
     ) -> DispatchHandle<V> {
         let thread = katana_thread_id()
         // Taken before anything else, the trace identity included: between one dispatch's give-back and its thread's
@@ -53,12 +53,12 @@ extension StoreEngine {
                 // (the callgrind gate's `interceptors_3`, `dispatch_interceptors_3`). Asked here rather than first
                 // thing in `applyOrQueue`: the call into that large function was most of what the interceptors paid,
                 // and the plain dispatch pays only a register more to keep (`fire_and_forget`).
-                return applyInlineThroughInterceptors(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
+                return applyInlineThroughInterceptors(UntracedRun(), updater, parentID: parentID, typed: typed,
                                                       combined: false, success: success)
             }
         }
         return applyOrQueue(updater, type: type, parentID: parentID, success: success,
-                            bypassInterceptors: bypassInterceptors, typedLinks: typedLinks, thread: thread,
+                            bypassInterceptors: bypassInterceptors, typed: typed, thread: thread,
                             holdsLane: tookLane)
     }
 
@@ -69,7 +69,7 @@ extension StoreEngine {
     /// untraced ones (`fire_and_forget`, `dispatch_interceptors_3`).
     @inlinable @inline(__always)
     final func applyOrQueue<U: AnyStateUpdater, V: Sendable>(
-        _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool, typedLinks: Bool,
+        _ updater: U, type: Any.Type, parentID: UInt64, success: V, bypassInterceptors: Bool, typed: Bool,
         thread: UInt, holdsLane: Bool
     ) -> DispatchHandle<V> {
         // The trace, when there is one, is recorded while this thread holds the lane, not after it gives it back: moved
@@ -116,12 +116,12 @@ extension StoreEngine {
                 // an unrecorded one in `katana-bench micro --backend flight-recorder`).
                 if recordsDispatches { recordApplying(updater, id: id, parentID: parentID) }
                 return applyInline(CombinedRun(id: id, parentID: parentID, name: name), updater, parentID: parentID,
-                                   typed: typedLinks, combined: true, success: success)
+                                   typed: typed, combined: true, success: success)
             }
         case .intercepted:
             if id == 0, !bypassInterceptors {
                 // Untraced, through the interceptors (of either form) on this thread, without a lane item.
-                return applyInline(UntracedRun(), updater, parentID: parentID, typed: typedLinks,
+                return applyInline(UntracedRun(), updater, parentID: parentID, typed: typed,
                                    combined: false, success: success)
             }
         case .batch:
@@ -137,7 +137,7 @@ extension StoreEngine {
         case .batch: false
         }
         if appliedHere {
-            return applyInlineByItem(item, updater, parentID: parentID, typed: typedLinks, combined: combined,
+            return applyInlineByItem(item, updater, parentID: parentID, typed: typed, combined: combined,
                                      success: success)
         }
         // Listeners on their executor: the batch path, which reads them under `laneLock`.
