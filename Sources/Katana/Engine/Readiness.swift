@@ -15,8 +15,9 @@ extension StoreEngine {
                      else if intercepting { .intercepted }
                      else if tracesNothing { .plain } else { .plainUntraced }
         holderPlan = if !listenersAreInline { .batch } else if intercepting { .intercepted } else { .direct }
-        // One context for the interceptors of both forms.
-        let context = intercepting ? makeContext(scope: nil) : nil
+        // One context for the interceptors of both forms: the store's prototype, a `SideEffectContext` of its own types
+        // with no side effect's scope, so Katana 6's `context as? SideEffectContext<S, D>` works on what they receive.
+        let context: (any AnySideEffectContext)? = intercepting ? sideEffects.contextPrototype : nil
         // The chain's last `next`: the run in progress on this thread (its frame, which holds the store unretained:
         // no weak load) ends; a deferred call, or one from another thread, is dispatched anew through the store.
         let elsewhere: @Sendable (any Dispatchable) throws -> Void = { [weak store] item in

@@ -79,10 +79,4 @@ extension StoreEngine {
             return .done(.error, .failure(KatanaError.notDispatchable("\(type(of: toRun))")))
         }
     }
-
-    /// A context for a side effect (or, with no scope, for the interceptors): a `SideEffectContext` of the store's
-    /// own types, so Katana 6's `context as? SideEffectContext<S, D>` works on what it receives.
-    @usableFromInline final func makeContext(scope: HandleCell?) -> any AnySideEffectContext {
-        sideEffects.contextPrototype.withScope(scope)
-    }
 }
