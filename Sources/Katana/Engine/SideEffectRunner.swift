@@ -37,7 +37,8 @@ final class SideEffectRegistry: @unchecked Sendable {
     @usableFromInline let contextPrototype: any ScopedSideEffectContext
     /// The prototype's environment (a `ContextEnvironment<S, D>` of the store's types) and that type: a side effect
     /// declaring the store's types makes its context from them, typed, without the erased one
-    /// (`SideEffect._katanaRun(in:scope:)`).
+    /// (`SideEffect._katanaRun(in:scope:)`). The type is kept rather than asked of `environment` each time: `type(of:)`
+    /// on a class reference is a call into the Swift runtime, one per side effect.
     @usableFromInline let environment: AnyObject
     @usableFromInline let environmentType: ObjectIdentifier
 
